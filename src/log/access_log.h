@@ -1,0 +1,28 @@
+// Access-log lines in the Combined Log Format (Apache, nginx's default "combined"):
+//   127.0.0.1 - - [22/Nov/2026:12:34:56 +0000] "GET /x HTTP/1.1" 200 612 "referer" "agent"
+#pragma once
+
+#include <cstdint>
+#include <ctime>
+#include <string>
+#include <string_view>
+
+namespace lepus {
+
+// One request as it is logged. Views only: the caller keeps the bytes alive for the call.
+struct AccessLogEntry {
+    std::string_view remote_addr;
+    time_t time;
+    std::string_view method, target, protocol;
+    int status;
+    uint64_t bytes_sent;
+    std::string_view referer, user_agent;
+};
+
+// Appends one line ending in '\n' to `out`. The time is local time with its UTC offset,
+// formatted once per second per thread. In the quoted fields '"', '\\', control bytes,
+// DEL and bytes >= 0x80 become \xHH as in nginx; an empty referer or user agent prints
+// "-", an empty request line prints "-".
+void append_combined_line(const AccessLogEntry& entry, std::string& out);
+
+} // namespace lepus
