@@ -1,0 +1,141 @@
+#include "http/file_cache.h"
+
+#include <cerrno>
+#include <cstdio>
+#include <fcntl.h>
+#include <unistd.h>
+
+namespace lepus {
+
+bool FileVariant::matches(const struct stat& st) const {
+    return st.st_ino == inode && st.st_dev == device && uint64_t(st.st_size) == size &&
+           st.st_mtim.tv_sec == mtime_exact.tv_sec && st.st_mtim.tv_nsec == mtime_exact.tv_nsec;
+}
+
+int load_file_variant(UniqueFd fd, const struct stat& st, std::string_view content_type, bool gzip,
+                      bool vary, size_t small_file_limit, FileVariant& out) {
+    out.size = uint64_t(st.st_size);
+    out.mtime = st.st_mtim.tv_sec;
+    out.mtime_exact = st.st_mtim;
+    out.inode = st.st_ino;
+    out.device = st.st_dev;
+    format_http_date(out.mtime, out.last_modified);
+
+    char etag[48];
+    int length = snprintf(etag, sizeof etag, "\"%llx-%llx\"", (unsigned long long)out.mtime,
+                          (unsigned long long)out.size);
+    out.etag.assign(etag, size_t(length));
+
+    out.headers.clear();
+    out.headers.append("Content-Type: ").append(content_type).append("\r\n");
+    if (gzip) out.headers.append("Content-Encoding: gzip\r\n");
+    if (vary) out.headers.append("Vary: Accept-Encoding\r\n");
+    out.headers.append("Last-Modified: ").append(out.last_modified_text()).append("\r\n");
+    out.headers.append("ETag: ").append(out.etag).append("\r\n");
+    out.headers.append("Accept-Ranges: bytes\r\n");
+
+    out.in_memory = out.size < small_file_limit;
+    if (out.in_memory) {
+        // Small files go out in the same writev as the head: read them once here.
+        out.data.resize(out.size);
+        size_t done = 0;
+        while (done < out.size) {
+            ssize_t n = pread(fd.get(), out.data.data() + done, out.size - done, off_t(done));
+            if (n < 0 && errno == EINTR) continue;
+            if (n < 0) return errno;
+            if (n == 0) return EIO; // truncated under us; the next revalidation sees it
+            done += size_t(n);
+        }
+    }
+    out.fd = std::move(fd);
+    return 0;
+}
+
+FileCache::FileCache(int root_fd, size_t capacity, uint32_t revalidate_ms)
+    : root_fd_(root_fd), capacity_(capacity == 0 ? 1 : capacity), revalidate_ms_(revalidate_ms) {
+    map_.reserve(capacity_);
+}
+
+FileCache::~FileCache() {
+    while (lru_head_)
+        remove(lru_head_);
+}
+
+FileRef FileCache::find(std::string_view key, uint64_t now_ms) {
+    auto it = map_.find(key);
+    if (it == map_.end()) {
+        ++misses_;
+        return {};
+    }
+    CachedFile* file = it->second;
+    if (now_ms - file->checked_ms >= revalidate_ms_ || now_ms < file->checked_ms) {
+        if (!still_valid(*file)) {
+            remove(file);
+            ++misses_;
+            return {};
+        }
+        file->checked_ms = now_ms;
+    }
+    ++hits_;
+    unlink(file);
+    link_front(file);
+    return FileRef(file);
+}
+
+// Compares what the path names now with what the entry holds. fstatat follows
+// symlinks, but it only reads metadata: a path that now leads elsewhere (even
+// outside the root) has another inode, which makes the entry stale, and the
+// reopen goes through the confined open again.
+bool FileCache::still_valid(const CachedFile& file) const {
+    struct stat st;
+    if (fstatat(root_fd_, file.rel_path.c_str(), &st, 0) != 0 || !file.identity.matches(st))
+        return false;
+    std::string gz_path = file.rel_path + ".gz";
+    bool gz_exists = fstatat(root_fd_, gz_path.c_str(), &st, 0) == 0 && S_ISREG(st.st_mode);
+    if (gz_exists != file.gzip.present()) return false;
+    return !gz_exists || file.gzip.matches(st);
+}
+
+FileRef FileCache::insert(std::unique_ptr<CachedFile> owned) {
+    CachedFile* file = owned.release();
+    if (auto it = map_.find(std::string_view(file->key)); it != map_.end()) remove(it->second);
+    while (map_.size() >= capacity_ && lru_tail_) {
+        remove(lru_tail_);
+        ++evictions_;
+    }
+    ++file->refs_; // the cache's own reference
+    file->cached_ = true;
+    map_.emplace(std::string_view(file->key), file);
+    link_front(file);
+    return FileRef(file);
+}
+
+void FileCache::remove(CachedFile* file) {
+    map_.erase(std::string_view(file->key));
+    unlink(file);
+    file->cached_ = false;
+    // Give up the cache's reference; FileRefs still held keep the entry alive.
+    if (--file->refs_ == 0) delete file;
+}
+
+void FileCache::link_front(CachedFile* file) {
+    file->lru_prev_ = nullptr;
+    file->lru_next_ = lru_head_;
+    if (lru_head_) lru_head_->lru_prev_ = file;
+    lru_head_ = file;
+    if (!lru_tail_) lru_tail_ = file;
+}
+
+void FileCache::unlink(CachedFile* file) {
+    if (file->lru_prev_)
+        file->lru_prev_->lru_next_ = file->lru_next_;
+    else if (lru_head_ == file)
+        lru_head_ = file->lru_next_;
+    if (file->lru_next_)
+        file->lru_next_->lru_prev_ = file->lru_prev_;
+    else if (lru_tail_ == file)
+        lru_tail_ = file->lru_prev_;
+    file->lru_prev_ = file->lru_next_ = nullptr;
+}
+
+} // namespace lepus

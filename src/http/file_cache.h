@@ -1,0 +1,136 @@
+// FileCache: the per-reactor open-file cache of the static handler. A bounded LRU
+// keyed by the normalised request path; each entry keeps the open fd, the
+// metadata the response needs (size, mtime, ETag, preformatted header lines), the
+// contents of small files, and the precompressed ".gz" sibling when one exists.
+// Entries are revalidated against the file system at most once per interval.
+// Single-threaded by design (one cache per reactor): no locks, plain refcounts.
+#pragma once
+
+#include "base/unique_fd.h"
+#include "http/http_date.h"
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <sys/stat.h>
+#include <unordered_map>
+
+namespace lepus {
+
+// One representation on disk: the file itself or its gzip sibling.
+struct FileVariant {
+    UniqueFd fd;
+    uint64_t size = 0;
+    time_t mtime = 0;       // seconds: Last-Modified and date conditionals
+    timespec mtime_exact{}; // for revalidation
+    ino_t inode = 0;
+    dev_t device = 0;
+    std::string etag;                      // "\"<mtime hex>-<size hex>\"" like nginx
+    char last_modified[kHttpDateLength]{}; // IMF-fixdate of mtime
+    std::string headers; // Content-Type .. Accept-Ranges (+ Content-Encoding, Vary) lines
+    std::string data;    // the whole file when in_memory
+    bool in_memory = false;
+
+    bool present() const { return fd.valid(); }
+    std::string_view last_modified_text() const { return {last_modified, kHttpDateLength}; }
+    // Same file and same contents as `st` says (inode, device, size, mtime)?
+    bool matches(const struct stat& st) const;
+};
+
+// Fills `out` from an open regular file: metadata, ETag, header lines (with
+// `Content-Encoding: gzip` when `gzip`, `Vary: Accept-Encoding` when `vary`) and,
+// when st.st_size < small_file_limit, its contents read with pread. Returns 0 or
+// an errno value.
+int load_file_variant(UniqueFd fd, const struct stat& st, std::string_view content_type, bool gzip,
+                      bool vary, size_t small_file_limit, FileVariant& out);
+
+class CachedFile {
+public:
+    std::string key;      // normalised request path ("/docs/" for a directory's index)
+    std::string rel_path; // the file opened, relative to the root ("docs/index.html")
+    FileVariant identity;
+    FileVariant gzip;        // present() when rel_path + ".gz" exists and is a regular file
+    uint64_t checked_ms = 0; // last time it was found up to date
+
+private:
+    friend class FileRef;
+    friend class FileCache;
+    uint32_t refs_ = 0; // FileRefs plus one while in the cache
+    bool cached_ = false;
+    CachedFile* lru_prev_ = nullptr; // towards the most recently used
+    CachedFile* lru_next_ = nullptr;
+};
+
+// A counted reference to a CachedFile: the entry (its fd, its memory) lives until
+// the last FileRef goes, even when the cache has evicted or replaced it.
+class FileRef {
+public:
+    FileRef() = default;
+    explicit FileRef(CachedFile* file) : file_(file) {
+        if (file_) ++file_->refs_;
+    }
+    FileRef(const FileRef& other) : FileRef(other.file_) {}
+    FileRef(FileRef&& other) noexcept : file_(other.file_) { other.file_ = nullptr; }
+    FileRef& operator=(FileRef other) noexcept {
+        std::swap(file_, other.file_);
+        return *this;
+    }
+    ~FileRef() { reset(); }
+
+    // Drops the reference (deleting the entry if it was the last one).
+    void reset() {
+        if (file_ && --file_->refs_ == 0) delete file_;
+        file_ = nullptr;
+    }
+    CachedFile* get() const { return file_; }
+    CachedFile* operator->() const { return file_; }
+    explicit operator bool() const { return file_ != nullptr; }
+
+private:
+    CachedFile* file_ = nullptr;
+};
+
+class FileCache {
+public:
+    // root_fd: the directory rel_paths are relative to (not owned).
+    FileCache(int root_fd, size_t capacity, uint32_t revalidate_ms);
+    ~FileCache();
+    FileCache(const FileCache&) = delete;
+    FileCache& operator=(const FileCache&) = delete;
+
+    // The entry for `key`, revalidated if its interval has passed; empty (and the
+    // entry dropped) when missing or stale. Counts a hit or a miss.
+    FileRef find(std::string_view key, uint64_t now_ms);
+
+    // Adds `file` as the most recently used entry (replacing one with the same
+    // key), evicting the least recently used beyond capacity.
+    FileRef insert(std::unique_ptr<CachedFile> file);
+
+    size_t size() const { return map_.size(); }
+    uint64_t hits() const { return hits_; }
+    uint64_t misses() const { return misses_; }
+    uint64_t evictions() const { return evictions_; }
+
+private:
+    struct Hash {
+        using is_transparent = void;
+        size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+    };
+
+    bool still_valid(const CachedFile& file) const;
+    void remove(CachedFile* file);
+    void link_front(CachedFile* file);
+    void unlink(CachedFile* file);
+
+    int root_fd_;
+    size_t capacity_;
+    uint32_t revalidate_ms_;
+    std::unordered_map<std::string_view, CachedFile*, Hash, std::equal_to<>>
+        map_;                        // keys view file->key
+    CachedFile* lru_head_ = nullptr; // most recently used
+    CachedFile* lru_tail_ = nullptr;
+    uint64_t hits_ = 0, misses_ = 0, evictions_ = 0;
+};
+
+} // namespace lepus

@@ -1,0 +1,96 @@
+#include "http/range.h"
+
+namespace lepus {
+namespace {
+
+bool is_space(char c) {
+    return c == ' ' || c == '\t';
+}
+
+// Reads 1+ digits at text[pos]; false on no digit or on overflow.
+bool read_number(std::string_view text, size_t& pos, uint64_t& value) {
+    size_t start = pos;
+    value = 0;
+    while (pos < text.size() && text[pos] >= '0' && text[pos] <= '9') {
+        uint64_t digit = uint64_t(text[pos] - '0');
+        if (value > (UINT64_MAX - digit) / 10) return false;
+        value = value * 10 + digit;
+        ++pos;
+    }
+    return pos > start;
+}
+
+enum class SpecResult { Malformed, Satisfiable, Unsatisfiable };
+
+// One range-spec (§14.1.1): "a-b", "a-" or "-n", clipped to the representation.
+SpecResult parse_spec(std::string_view spec, uint64_t size, ByteRange& range) {
+    size_t pos = 0;
+    if (!spec.empty() && spec[0] == '-') {
+        uint64_t suffix;
+        ++pos;
+        if (!read_number(spec, pos, suffix) || pos != spec.size()) return SpecResult::Malformed;
+        // §14.1.3: a suffix range on an empty representation, or of length 0, selects nothing.
+        if (suffix == 0 || size == 0) return SpecResult::Unsatisfiable;
+        range.first = suffix >= size ? 0 : size - suffix;
+        range.last = size - 1;
+        return SpecResult::Satisfiable;
+    }
+    uint64_t first, last = UINT64_MAX;
+    if (!read_number(spec, pos, first) || pos == spec.size() || spec[pos] != '-')
+        return SpecResult::Malformed;
+    ++pos;
+    if (pos < spec.size()) {
+        if (!read_number(spec, pos, last) || pos != spec.size()) return SpecResult::Malformed;
+        if (last < first) return SpecResult::Malformed;
+    }
+    if (first >= size) return SpecResult::Unsatisfiable;
+    range.first = first;
+    range.last = last >= size ? size - 1 : last;
+    return SpecResult::Satisfiable;
+}
+
+} // namespace
+
+RangeResult parse_range(std::string_view header, uint64_t size, ByteRange& out) {
+    // §14.1: range units are case-insensitive.
+    constexpr std::string_view kUnit = "bytes=";
+    if (header.size() < kUnit.size()) return RangeResult::Ignore;
+    for (size_t i = 0; i < kUnit.size(); ++i) {
+        char c = header[i];
+        if (c >= 'A' && c <= 'Z') c = char(c - 'A' + 'a');
+        if (c != kUnit[i]) return RangeResult::Ignore;
+    }
+    std::string_view set = header.substr(kUnit.size());
+
+    // range-set = 1#range-spec: comma-separated, OWS around commas, empty elements allowed.
+    size_t satisfiable = 0, specs = 0;
+    size_t pos = 0;
+    while (pos <= set.size()) {
+        size_t comma = set.find(',', pos);
+        if (comma == std::string_view::npos) comma = set.size();
+        std::string_view spec = set.substr(pos, comma - pos);
+        while (!spec.empty() && is_space(spec.front()))
+            spec.remove_prefix(1);
+        while (!spec.empty() && is_space(spec.back()))
+            spec.remove_suffix(1);
+        if (!spec.empty()) {
+            ++specs;
+            ByteRange range;
+            switch (parse_spec(spec, size, range)) {
+            case SpecResult::Malformed:
+                return RangeResult::Ignore;
+            case SpecResult::Satisfiable:
+                if (satisfiable++ == 0) out = range;
+                break;
+            case SpecResult::Unsatisfiable:
+                break;
+            }
+        }
+        pos = comma + 1;
+    }
+    if (specs == 0) return RangeResult::Ignore;
+    if (satisfiable == 0) return RangeResult::Unsatisfiable;
+    return specs == 1 ? RangeResult::Single : RangeResult::Multiple;
+}
+
+} // namespace lepus

@@ -1,0 +1,166 @@
+#include "http/response.h"
+
+#include "http/http_date.h"
+
+#include <charconv>
+#include <cstdio>
+#include <cstring>
+
+namespace lepus {
+namespace {
+
+struct StatusEntry {
+    int status;
+    std::string_view reason;
+};
+
+// The one list of statuses lepus knows (RFC 9110 §15).
+constexpr StatusEntry kStatuses[] = {
+    {100, "Continue"},
+    {101, "Switching Protocols"},
+    {200, "OK"},
+    {201, "Created"},
+    {202, "Accepted"},
+    {204, "No Content"},
+    {206, "Partial Content"},
+    {301, "Moved Permanently"},
+    {302, "Found"},
+    {303, "See Other"},
+    {304, "Not Modified"},
+    {307, "Temporary Redirect"},
+    {308, "Permanent Redirect"},
+    {400, "Bad Request"},
+    {401, "Unauthorized"},
+    {403, "Forbidden"},
+    {404, "Not Found"},
+    {405, "Method Not Allowed"},
+    {406, "Not Acceptable"},
+    {408, "Request Timeout"},
+    {409, "Conflict"},
+    {410, "Gone"},
+    {411, "Length Required"},
+    {412, "Precondition Failed"},
+    {413, "Content Too Large"},
+    {414, "URI Too Long"},
+    {415, "Unsupported Media Type"},
+    {416, "Range Not Satisfiable"},
+    {417, "Expectation Failed"},
+    {421, "Misdirected Request"},
+    {422, "Unprocessable Content"},
+    {426, "Upgrade Required"},
+    {429, "Too Many Requests"},
+    {431, "Request Header Fields Too Large"},
+    {500, "Internal Server Error"},
+    {501, "Not Implemented"},
+    {502, "Bad Gateway"},
+    {503, "Service Unavailable"},
+    {504, "Gateway Timeout"},
+    {505, "HTTP Version Not Supported"},
+};
+
+bool has_no_body(int status) {
+    return status < 200 || status == 204 || status == 304;
+}
+
+} // namespace
+
+void append_decimal(uint64_t value, std::string& out) {
+    char digits[24];
+    auto result = std::to_chars(digits, digits + sizeof digits, value); // no locale, no printf
+    out.append(digits, size_t(result.ptr - digits));
+}
+
+void Response::reset() {
+    status = 0;
+    head.clear();
+    body = {};
+    owned_body.clear();
+    file.reset();
+    file_fd = -1;
+    file_offset = 0;
+    file_length = 0;
+    keep_alive = true;
+}
+
+std::string_view status_reason(int status) {
+    for (const StatusEntry& entry : kStatuses)
+        if (entry.status == status) return entry.reason;
+    return "Unknown";
+}
+
+void append_common_headers(time_t now, std::string& head) {
+    // nginx's ngx_time_update idea: the Date line changes once a second, so it
+    // is formatted once a second (per thread, as each reactor has its own).
+    static constexpr std::string_view kPrefix = "Date: ";
+    static constexpr std::string_view kSuffix = "\r\nServer: lepus\r\n";
+    thread_local time_t cached_second = -1;
+    thread_local char cached[kPrefix.size() + kHttpDateLength + kSuffix.size()];
+    if (now != cached_second) {
+        memcpy(cached, kPrefix.data(), kPrefix.size());
+        format_http_date(now, cached + kPrefix.size());
+        memcpy(cached + kPrefix.size() + kHttpDateLength, kSuffix.data(), kSuffix.size());
+        cached_second = now;
+    }
+    head.append(cached, sizeof cached);
+}
+
+void begin_head(int status, time_t now, Response& out) {
+    out.status = status;
+    out.head.clear();
+    // RFC 9110 §6.2: we answer with our highest version, 1.1, to 1.0 clients too.
+    out.head.append("HTTP/1.1 ");
+    append_decimal(uint64_t(status), out.head);
+    out.head.push_back(' ');
+    out.head.append(status_reason(status));
+    out.head.append("\r\n");
+    append_common_headers(now, out.head);
+}
+
+void finish_head(bool keep_alive, int version_minor, Response& out) {
+    out.keep_alive = keep_alive;
+    if (!keep_alive) {
+        out.head.append("Connection: close\r\n");
+    } else if (version_minor == 0) {
+        // RFC 9112 §9.3: a 1.0 connection persists only if the response says so
+        // (ab -k waits for this header).
+        out.head.append("Connection: keep-alive\r\n");
+    }
+    out.head.append("\r\n");
+}
+
+void build_error_response(int status, const ReplyContext& context, Response& out,
+                          std::string_view extra_headers) {
+    out.reset();
+    begin_head(status, context.now, out);
+    out.head.append(extra_headers);
+    if (!has_no_body(status)) {
+        std::string_view reason = status_reason(status);
+        std::string& page = out.owned_body;
+        char code[16];
+        std::string_view code_text(
+            code, size_t(std::to_chars(code, code + sizeof code, status).ptr - code));
+        page.append("<html><head><title>").append(code_text).append(" ").append(reason);
+        page.append("</title></head><body><h1>").append(code_text).append(" ").append(reason);
+        page.append("</h1><hr>lepus</body></html>\n");
+        out.head.append("Content-Type: text/html; charset=utf-8\r\nContent-Length: ");
+        append_decimal(page.size(), out.head);
+        out.head.append("\r\n");
+        if (context.head_request) page.clear();
+        out.body = page;
+    }
+    finish_head(context.keep_alive, context.version_minor, out);
+}
+
+void build_error_response(int status, bool keep_alive, time_t now, Response& out) {
+    ReplyContext context;
+    context.now = now;
+    context.keep_alive = keep_alive;
+    build_error_response(status, context, out);
+}
+
+void report_internal_error(std::string_view what, std::string_view path, int error_number) {
+    fprintf(stderr, "lepus: %.*s \"%.*s\" failed: %s\n", int(what.size()), what.data(),
+            int(path.size()), path.data(), strerror(error_number));
+}
+
+} // namespace lepus

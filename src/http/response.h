@@ -1,0 +1,68 @@
+// Response: what the connection writes for one request — a head, an optional
+// in-memory body, and an optional file range for sendfile — plus the builders
+// shared by every handler (status reasons, common headers, error pages).
+#pragma once
+
+#include "http/file_cache.h"
+
+#include <cstdint>
+#include <ctime>
+#include <string>
+#include <string_view>
+
+namespace lepus {
+
+struct Response {
+    int status = 0;
+    std::string head;         // status line + headers + empty line, ready for writev
+    std::string_view body;    // sent right after head; empty for HEAD
+    std::string owned_body;   // storage for generated bodies (body points into it)
+    FileRef file;             // keeps a cached file (fd and memory) alive until sent
+    int file_fd = -1;         // when >= 0: after head and body, sendfile file_length
+    uint64_t file_offset = 0; // bytes from file_offset (pass an offset pointer:
+    uint64_t file_length = 0; // the fd is shared, its file position is not used)
+    bool keep_alive = true;   // false: close after this response (head says so)
+
+    // What the access log reports: body.size() + file_length.
+    uint64_t body_bytes() const { return body.size() + file_length; }
+    // Back to the empty state, keeping the capacity of head and owned_body.
+    void reset();
+};
+
+// What a response head depends on besides its status.
+struct ReplyContext {
+    time_t now = 0;
+    bool keep_alive = true;
+    bool head_request = false; // HEAD: the headers of GET, no body
+    int version_minor = 1;     // HTTP/1.0 keep-alive needs an explicit header
+};
+
+// The reason phrase for `status` from the one status list ("Unknown" if absent).
+std::string_view status_reason(int status);
+
+// Headers every response carries: "Date: <IMF-fixdate>\r\nServer: lepus\r\n",
+// formatted at most once per second per thread.
+void append_common_headers(time_t now, std::string& head);
+
+// Appends `value` in decimal (Content-Length, Content-Range).
+void append_decimal(uint64_t value, std::string& out);
+
+// Clears out.head and writes the status line and the common headers.
+void begin_head(int status, time_t now, Response& out);
+
+// Adds the Connection header (close, or keep-alive for HTTP/1.0) and the empty
+// line; records keep_alive in `out`.
+void finish_head(bool keep_alive, int version_minor, Response& out);
+
+// A complete response whose body is a small HTML page naming the status
+// (none for HEAD, 1xx, 204 and 304). `extra_headers` are whole lines ("Allow: ...\r\n").
+void build_error_response(int status, const ReplyContext& context, Response& out,
+                          std::string_view extra_headers = {});
+
+// Same, for the server's own errors (400 from the parser, 503 ...).
+void build_error_response(int status, bool keep_alive, time_t now, Response& out);
+
+// The one place internal errors (those that become a 500) are reported.
+void report_internal_error(std::string_view what, std::string_view path, int error_number);
+
+} // namespace lepus

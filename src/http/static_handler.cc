@@ -1,0 +1,366 @@
+#include "http/static_handler.h"
+
+#include "http/autoindex.h"
+#include "http/http_date.h"
+#include "http/mime_types.h"
+#include "http/open_beneath.h"
+#include "http/path.h"
+#include "http/range.h"
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <fcntl.h>
+#include <sys/stat.h>
+
+namespace lepus {
+namespace {
+
+constexpr std::string_view kAllowHeader = "Allow: GET, HEAD, OPTIONS\r\n";
+
+// O_NONBLOCK: opening a FIFO someone left in the root must not block the reactor
+// (it is then refused as "not a regular file"); it changes nothing for reads of
+// regular files. O_NOCTTY: a tty device must not become our controlling terminal.
+constexpr int kOpenFlags = O_RDONLY | O_NONBLOCK | O_NOCTTY;
+
+bool is_space(char c) {
+    return c == ' ' || c == '\t';
+}
+
+std::string_view trim(std::string_view text) {
+    while (!text.empty() && is_space(text.front()))
+        text.remove_prefix(1);
+    while (!text.empty() && is_space(text.back()))
+        text.remove_suffix(1);
+    return text;
+}
+
+bool iequals(std::string_view a, std::string_view b) {
+    if (a.size() != b.size()) return false;
+    for (size_t i = 0; i < a.size(); ++i) {
+        char x = a[i], y = b[i];
+        if (x >= 'A' && x <= 'Z') x = char(x - 'A' + 'a');
+        if (y >= 'A' && y <= 'Z') y = char(y - 'A' + 'a');
+        if (x != y) return false;
+    }
+    return true;
+}
+
+// RFC 9110 §12.4.2: qvalue = ( "0" [ "." 0*3DIGIT ] ) / ( "1" [ "." 0*3("0") ] ).
+bool is_zero_qvalue(std::string_view q) {
+    if (q.empty() || q[0] != '0') return false;
+    for (size_t i = 1; i < q.size(); ++i)
+        if (q[i] != '0' && !(i == 1 && q[i] == '.')) return false;
+    return true;
+}
+
+// A query may go back into a Location header only if it has nothing that could
+// break the header (the parser should already have refused such bytes).
+bool is_header_safe(std::string_view text) {
+    for (unsigned char c : text)
+        if (c <= 0x20 || c >= 0x7f) return false;
+    return true;
+}
+
+} // namespace
+
+bool accepts_gzip(std::string_view accept_encoding) {
+    // Accept-Encoding = #( codings [ weight ] ), weight = OWS ";" OWS "q=" qvalue.
+    while (!accept_encoding.empty()) {
+        size_t comma = accept_encoding.find(',');
+        std::string_view element = accept_encoding.substr(0, comma);
+        accept_encoding.remove_prefix(comma == std::string_view::npos ? accept_encoding.size()
+                                                                      : comma + 1);
+        size_t semicolon = element.find(';');
+        if (!iequals(trim(element.substr(0, semicolon)), "gzip")) continue;
+        while (semicolon != std::string_view::npos) {
+            element.remove_prefix(semicolon + 1);
+            semicolon = element.find(';');
+            std::string_view parameter = trim(element.substr(0, semicolon));
+            if (parameter.size() >= 2 && (parameter[0] == 'q' || parameter[0] == 'Q') &&
+                parameter[1] == '=')
+                return !is_zero_qvalue(trim(parameter.substr(2)));
+        }
+        return true;
+    }
+    return false;
+}
+
+bool etag_list_matches(std::string_view list, std::string_view etag, bool weak) {
+    // Our own tags are strong; the opaque part is what sits between the quotes.
+    bool etag_weak = etag.starts_with("W/");
+    std::string_view opaque = etag_weak ? etag.substr(2) : etag;
+    if (!weak && etag_weak) return false;
+    size_t pos = 0;
+    while (pos < list.size()) {
+        char c = list[pos];
+        if (c == ' ' || c == '\t' || c == ',') {
+            ++pos;
+            continue;
+        }
+        if (c == '*') return true;
+        bool candidate_weak = list.compare(pos, 2, "W/") == 0;
+        if (candidate_weak) pos += 2;
+        if (pos >= list.size() || list[pos] != '"') return false; // malformed: no match
+        size_t close = list.find('"', pos + 1);
+        if (close == std::string_view::npos) return false;
+        std::string_view candidate = list.substr(pos, close + 1 - pos);
+        // §8.8.3.2: strong comparison needs both tags strong; weak ignores W/.
+        if (candidate == opaque && (weak || !candidate_weak)) return true;
+        pos = close + 1;
+    }
+    return false;
+}
+
+std::unique_ptr<StaticHandler> StaticHandler::create(const StaticOptions& options,
+                                                     std::string& error) {
+    UniqueFd root(open(options.root.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+    if (!root) {
+        error = "root \"" + options.root + "\": " + strerror(errno);
+        return nullptr;
+    }
+    return std::unique_ptr<StaticHandler>(new StaticHandler(options, std::move(root)));
+}
+
+StaticHandler::StaticHandler(const StaticOptions& options, UniqueFd root)
+    : options_(options), root_(std::move(root)), mime_types_(MimeTypes::system()),
+      cache_(root_.get(), options.cache_entries, options.cache_revalidate_ms) {}
+
+void StaticHandler::handle(const Request& request, bool keep_alive, time_t now, uint64_t now_ms,
+                           Response& out) {
+    out.reset();
+    ReplyContext context;
+    context.now = now;
+    context.keep_alive = keep_alive;
+    context.head_request = request.is_head();
+    context.version_minor = request.version_minor;
+
+    // RFC 9110 §9.3.7: "OPTIONS *" asks about the server itself.
+    if (request.method == Method::Options && request.path == "*")
+        return build_error_response(204, context, out, kAllowHeader);
+    if (int status = decode_path(request.path, path_))
+        return build_error_response(status, context, out);
+    if (request.method == Method::Options)
+        return build_error_response(204, context, out, kAllowHeader);
+    if (request.method != Method::Get && request.method != Method::Head)
+        return build_error_response(405, context, out, kAllowHeader);
+    if (!options_.dotfiles_allow && has_hidden_segment(path_))
+        return build_error_response(404, context, out);
+
+    FileRef file = cache_.find(path_, now_ms);
+    if (!file) {
+        resolve(request, context, now_ms, out, file);
+        if (!file) return; // resolve wrote the response
+    }
+    serve(request, context, file, out);
+}
+
+void StaticHandler::resolve(const Request& request, const ReplyContext& context, uint64_t now_ms,
+                            Response& out, FileRef& file) {
+    bool directory_path = path_.back() == '/';
+    rel_.assign(path_.size() == 1 ? std::string_view(".") : std::string_view(path_).substr(1));
+    UniqueFd fd;
+    struct stat st;
+    if (int status = open_file(rel_, fd, st)) return build_error_response(status, context, out);
+
+    if (S_ISREG(st.st_mode)) {
+        if (int status = load(path_, rel_, std::move(fd), st, now_ms, file))
+            build_error_response(status, context, out);
+        return;
+    }
+    if (!S_ISDIR(st.st_mode)) return build_error_response(403, context, out);
+
+    if (!directory_path) {
+        // A directory named without its slash: relative links inside it would
+        // resolve against the parent, so redirect like every server does.
+        std::string location = "Location: ";
+        append_percent_encoded(path_, location);
+        location.push_back('/');
+        if (!request.query.empty() && is_header_safe(request.query))
+            location.append("?").append(request.query);
+        location.append("\r\n");
+        return build_error_response(301, context, out, location);
+    }
+
+    std::string rel_dir = path_.size() == 1 ? std::string() : path_.substr(1);
+    for (const std::string& index : options_.index) {
+        std::string rel_index = rel_dir + index;
+        UniqueFd index_fd;
+        struct stat index_st;
+        int status = open_file(rel_index, index_fd, index_st);
+        if (status == 404) continue;
+        if (status != 0) return build_error_response(status, context, out);
+        if (S_ISDIR(index_st.st_mode)) continue; // nginx too skips an index that is a directory
+        if (!S_ISREG(index_st.st_mode)) return build_error_response(403, context, out);
+        if ((status = load(path_, rel_index, std::move(index_fd), index_st, now_ms, file)))
+            build_error_response(status, context, out);
+        return;
+    }
+    if (options_.autoindex) return serve_autoindex(fd.get(), rel_dir, context, out);
+    build_error_response(404, context, out);
+}
+
+int StaticHandler::open_file(const std::string& rel_path, UniqueFd& fd, struct stat& st) {
+    fd = open_beneath(root_.get(), rel_path.c_str(), kOpenFlags);
+    if (!fd || fstat(fd.get(), &st) != 0) return status_for_errno(errno, "open");
+    return 0;
+}
+
+int StaticHandler::load(std::string_view key, std::string_view rel_path, UniqueFd fd,
+                        const struct stat& st, uint64_t now_ms, FileRef& file) {
+    auto entry = std::make_unique<CachedFile>();
+    entry->key.assign(key);
+    entry->rel_path.assign(rel_path);
+
+    // gzip_static: a regular "<file>.gz" next to the file is an alternative
+    // representation; both carry Vary so caches keep them apart. Any failure to
+    // open it just means "no sibling".
+    std::string gz_path = entry->rel_path + ".gz";
+    UniqueFd gz_fd = open_beneath(root_.get(), gz_path.c_str(), kOpenFlags);
+    struct stat gz_st;
+    bool has_gzip = gz_fd && fstat(gz_fd.get(), &gz_st) == 0 && S_ISREG(gz_st.st_mode);
+
+    std::string_view content_type = mime_types_.lookup(entry->rel_path);
+    int error = load_file_variant(std::move(fd), st, content_type, false, has_gzip,
+                                  options_.small_file_limit, entry->identity);
+    if (error == 0 && has_gzip)
+        error = load_file_variant(std::move(gz_fd), gz_st, content_type, true, true,
+                                  options_.small_file_limit, entry->gzip);
+    if (error != 0) return status_for_errno(error, "read");
+    entry->checked_ms = now_ms;
+    file = cache_.insert(std::move(entry));
+    return 0;
+}
+
+void StaticHandler::serve(const Request& request, const ReplyContext& context, const FileRef& file,
+                          Response& out) {
+    bool use_gzip = file->gzip.present() && accepts_gzip(request.accept_encoding);
+    const FileVariant& variant = use_gzip ? file->gzip : file->identity;
+    bool vary = file->gzip.present();
+
+    // RFC 9110 §13.2.2: If-Match, else If-Unmodified-Since; then If-None-Match,
+    // else If-Modified-Since; then If-Range with Range.
+    if (!request.if_match.empty()) {
+        if (!etag_list_matches(request.if_match, variant.etag, false))
+            return build_error_response(412, context, out);
+    } else if (!request.if_unmodified_since.empty()) {
+        std::optional<time_t> date = parse_http_date(request.if_unmodified_since);
+        if (date && variant.mtime > *date) return build_error_response(412, context, out);
+    }
+    bool not_modified = false;
+    if (!request.if_none_match.empty()) {
+        not_modified = etag_list_matches(request.if_none_match, variant.etag, true);
+    } else if (!request.if_modified_since.empty()) {
+        std::optional<time_t> date = parse_http_date(request.if_modified_since);
+        not_modified = date && variant.mtime <= *date;
+    }
+    if (not_modified) {
+        // §15.4.5: 304 carries the validators and Vary, not the content headers.
+        begin_head(304, context.now, out);
+        out.head.append("Last-Modified: ").append(variant.last_modified_text()).append("\r\n");
+        out.head.append("ETag: ").append(variant.etag).append("\r\n");
+        if (vary) out.head.append("Vary: Accept-Encoding\r\n");
+        return finish_head(context.keep_alive, context.version_minor, out);
+    }
+
+    uint64_t offset = 0, length = variant.size;
+    int status = 200;
+    bool range_allowed = request.method == Method::Get && !request.range.empty();
+    if (range_allowed && !request.if_range.empty()) {
+        // §13.1.5: the range applies only to the representation the client has.
+        std::string_view if_range = trim(request.if_range);
+        if (if_range.starts_with("\"") || if_range.starts_with("W/")) {
+            range_allowed = if_range == variant.etag; // strong comparison
+        } else {
+            std::optional<time_t> date = parse_http_date(if_range);
+            range_allowed = date && *date == variant.mtime;
+        }
+    }
+    if (range_allowed) {
+        ByteRange range;
+        switch (parse_range(request.range, variant.size, range)) {
+        case RangeResult::Single:
+            status = 206;
+            offset = range.first;
+            length = range.length();
+            break;
+        case RangeResult::Unsatisfiable: {
+            std::string content_range = "Content-Range: bytes */";
+            append_decimal(variant.size, content_range);
+            content_range.append("\r\n");
+            return build_error_response(416, context, out, content_range);
+        }
+        case RangeResult::Multiple: // whole representation, see range.h
+        case RangeResult::Ignore:
+            break;
+        }
+    }
+
+    begin_head(status, context.now, out);
+    out.head.append(variant.headers);
+    if (status == 206) {
+        out.head.append("Content-Range: bytes ");
+        append_decimal(offset, out.head);
+        out.head.push_back('-');
+        append_decimal(offset + length - 1, out.head);
+        out.head.push_back('/');
+        append_decimal(variant.size, out.head);
+        out.head.append("\r\n");
+    }
+    out.head.append("Content-Length: ");
+    append_decimal(length, out.head);
+    out.head.append("\r\n");
+    finish_head(context.keep_alive, context.version_minor, out);
+
+    if (context.head_request || length == 0) return;
+    out.file = file;
+    if (variant.in_memory) {
+        out.body = std::string_view(variant.data).substr(offset, length);
+    } else {
+        out.file_fd = variant.fd.get();
+        out.file_offset = offset;
+        out.file_length = length;
+    }
+}
+
+void StaticHandler::serve_autoindex(int dir_fd, std::string_view rel_dir,
+                                    const ReplyContext& context, Response& out) {
+    std::string listing;
+    if (int error =
+            render_autoindex(root_.get(), rel_dir, dir_fd, path_, options_.dotfiles_allow, listing))
+        return build_error_response(status_for_errno(error, "opendir"), context, out);
+    begin_head(200, context.now, out);
+    out.head.append("Content-Type: text/html; charset=utf-8\r\nContent-Length: ");
+    append_decimal(listing.size(), out.head);
+    out.head.append("\r\n");
+    finish_head(context.keep_alive, context.version_minor, out);
+    if (!context.head_request) {
+        out.owned_body = std::move(listing);
+        out.body = out.owned_body;
+    }
+}
+
+int status_for_errno(int error_number) {
+    // nginx ngx_http_static_module: missing -> 404, refused -> 403, the rest is ours.
+    switch (error_number) {
+    case ENOENT:
+    case ENOTDIR:
+    case ENAMETOOLONG:
+        return 404;
+    case EACCES:
+    case ELOOP:  // a symlink refused by the walk, or a magic link
+    case EMLINK: // O_NOFOLLOW on a symlink on some file systems
+    case EXDEV:  // openat2 RESOLVE_BENEATH: the path tried to leave the root
+        return 403;
+    default:
+        return 500;
+    }
+}
+
+int StaticHandler::status_for_errno(int error_number, std::string_view what) {
+    int status = lepus::status_for_errno(error_number);
+    if (status == 500) report_internal_error(what, path_, error_number);
+    return status;
+}
+
+} // namespace lepus

@@ -1,0 +1,90 @@
+// StaticHandler: serves files below a document root — path normalisation,
+// confined open, directory redirect / index / autoindex, conditional and range
+// requests, precompressed ".gz" siblings — producing a ready-to-send Response.
+// One per reactor thread: not thread-safe, no locks, its own FileCache.
+#pragma once
+
+#include "base/unique_fd.h"
+#include "http/file_cache.h"
+#include "http/request.h"
+#include "http/response.h"
+
+#include <cstdint>
+#include <ctime>
+#include <memory>
+#include <string>
+#include <sys/stat.h>
+#include <vector>
+
+namespace lepus {
+
+class MimeTypes;
+
+struct StaticOptions {
+    std::string root;                                // document root directory
+    std::vector<std::string> index = {"index.html"}; // --index, tried in order
+    bool autoindex = false;                          // --autoindex
+    bool dotfiles_allow = false;                     // --dotfiles allow
+    size_t small_file_limit = 16 * 1024;             // smaller files are kept in memory
+    size_t cache_entries = 4096;                     // open-file cache bound (LRU)
+    uint32_t cache_revalidate_ms = 1000;
+};
+
+class StaticHandler {
+public:
+    // Opens the root (O_PATH|O_DIRECTORY); nullptr and a one-line `error` when it
+    // is missing or not a directory. Also loads the MIME table (/etc/mime.types).
+    static std::unique_ptr<StaticHandler> create(const StaticOptions& options, std::string& error);
+
+    // Fills `out` for `request` (any method) on a static path. `keep_alive` is the
+    // connection's decision (request.keep_alive, possibly forced off); `now` feeds
+    // the Date header, `now_ms` (monotonic) the cache revalidation.
+    void handle(const Request& request, bool keep_alive, time_t now, uint64_t now_ms,
+                Response& out);
+
+    // Open-file cache counters, for the status page.
+    uint64_t cache_hits() const { return cache_.hits(); }
+    uint64_t cache_misses() const { return cache_.misses(); }
+    size_t cache_size() const { return cache_.size(); }
+
+private:
+    StaticHandler(const StaticOptions& options, UniqueFd root);
+
+    // Cache miss: opens what path_ names and either caches a file in `file` or
+    // writes the whole response (redirect, listing, error) into `out`.
+    void resolve(const Request& request, const ReplyContext& context, uint64_t now_ms,
+                 Response& out, FileRef& file);
+    // Opens rel_path beneath the root and fstats it; returns 0 or an HTTP status.
+    int open_file(const std::string& rel_path, UniqueFd& fd, struct stat& st);
+    // Caches the regular file `fd` (opened from rel_path) with its gzip sibling
+    // under `key`; returns 0 or an HTTP status.
+    int load(std::string_view key, std::string_view rel_path, UniqueFd fd, const struct stat& st,
+             uint64_t now_ms, FileRef& file);
+    // 200 / 206 / 304 / 412 / 416 for a cached file.
+    void serve(const Request& request, const ReplyContext& context, const FileRef& file,
+               Response& out);
+    void serve_autoindex(int dir_fd, std::string_view rel_dir, const ReplyContext& context,
+                         Response& out);
+    // lepus::status_for_errno, reporting the 500s.
+    int status_for_errno(int error_number, std::string_view what);
+
+    StaticOptions options_;
+    UniqueFd root_;
+    const MimeTypes& mime_types_;
+    FileCache cache_;
+    std::string path_; // the decoded, normalised path of the current request
+    std::string rel_;  // scratch: a path relative to the root
+};
+
+// The one errno -> status mapping for file access: ENOENT, ENOTDIR, ENAMETOOLONG
+// -> 404; EACCES, ELOOP, EMLINK, EXDEV -> 403; anything else -> 500.
+int status_for_errno(int error_number);
+
+// True when an Accept-Encoding value accepts gzip (listed with q > 0).
+bool accepts_gzip(std::string_view accept_encoding);
+
+// Whether an entity-tag list (If-Match / If-None-Match value) matches `etag`:
+// "*" matches anything; `weak` selects weak comparison (RFC 9110 §8.8.3.2).
+bool etag_list_matches(std::string_view list, std::string_view etag, bool weak);
+
+} // namespace lepus

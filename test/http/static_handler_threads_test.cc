@@ -1,0 +1,63 @@
+// One StaticHandler per reactor thread over the same root: the handlers share
+// only the read-only MIME table and the per-thread Date cache, so concurrent use
+// must be race-free (this executable also runs under ThreadSanitizer).
+#include "http/static_handler.h"
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <gtest/gtest.h>
+#include <string>
+#include <thread>
+#include <unistd.h>
+#include <vector>
+
+namespace lepus {
+namespace {
+
+TEST(StaticHandlerThreads, IndependentHandlersServeConcurrently) {
+    char pattern[] = "/tmp/lepus-threads-XXXXXX";
+    ASSERT_NE(mkdtemp(pattern), nullptr);
+    const std::string root = pattern;
+    std::ofstream(root + "/a.css") << "a{}";
+    std::ofstream(root + "/b.json") << "{}";
+    std::ofstream(root + "/big.bin") << std::string(100000, 'x');
+
+    StaticOptions options;
+    options.root = root;
+    options.cache_revalidate_ms = 0; // revalidate on every request: more shared syscalls
+    constexpr int kThreads = 4;
+    std::vector<int> failures(kThreads, 0);
+    std::vector<std::thread> threads;
+    for (int t = 0; t < kThreads; ++t) {
+        threads.emplace_back([&, t] {
+            std::string error;
+            auto handler = StaticHandler::create(options, error);
+            if (!handler) {
+                failures[t] = -1;
+                return;
+            }
+            Response out;
+            for (int i = 0; i < 300; ++i) {
+                Request request;
+                request.path = i % 3 == 0 ? "/a.css" : i % 3 == 1 ? "/b.json" : "/big.bin";
+                handler->handle(request, true, time_t(1700000000 + i / 10), uint64_t(i), out);
+                bool ok = out.status == 200 && out.body_bytes() > 0;
+                if (i % 3 == 0)
+                    ok = ok && out.head.find("text/css; charset=utf-8") != std::string::npos;
+                if (i % 3 == 1)
+                    ok =
+                        ok && out.head.find("application/json; charset=utf-8") != std::string::npos;
+                if (!ok) ++failures[t];
+            }
+        });
+    }
+    for (std::thread& thread : threads)
+        thread.join();
+    std::filesystem::remove_all(root);
+    for (int t = 0; t < kThreads; ++t)
+        EXPECT_EQ(failures[t], 0) << "thread " << t;
+}
+
+} // namespace
+} // namespace lepus
