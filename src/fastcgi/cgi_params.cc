@@ -1,0 +1,201 @@
+// CGI meta-variables for FastCGI. See cgi_params.h; RFC 3875 and nginx's fastcgi.conf.
+#include "fastcgi/cgi_params.h"
+
+#include <arpa/inet.h>
+#include <charconv>
+
+namespace lepus::fastcgi {
+
+namespace {
+
+char ascii_lower(char c) {
+    return c >= 'A' && c <= 'Z' ? static_cast<char>(c + 32) : c;
+}
+char ascii_upper(char c) {
+    return c >= 'a' && c <= 'z' ? static_cast<char>(c - 32) : c;
+}
+
+bool equals_ignore_case(std::string_view a, std::string_view b) {
+    if (a.size() != b.size()) return false;
+    for (size_t i = 0; i < a.size(); ++i)
+        if (ascii_lower(a[i]) != ascii_lower(b[i])) return false;
+    return true;
+}
+
+// Only letters, digits and '-' map cleanly to HTTP_*: "X_Foo" and "X-Foo" would
+// both become HTTP_X_FOO, letting a client spoof a header a proxy set (nginx drops
+// names with '_' by default, underscores_in_headers off).
+bool maps_cleanly(std::string_view name) {
+    if (name.empty()) return false;
+    for (char c : name) {
+        bool ok =
+            (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-';
+        if (!ok) return false;
+    }
+    return true;
+}
+
+bool skipped_header(std::string_view name) {
+    // httpoxy (CVE-2016-5385): HTTP_PROXY would be taken for the proxy variable.
+    // RFC 3875 §4.1.18: headers already given as CONTENT_TYPE/CONTENT_LENGTH may go.
+    return equals_ignore_case(name, "proxy") || equals_ignore_case(name, "content-type") ||
+           equals_ignore_case(name, "content-length") || !maps_cleanly(name);
+}
+
+// A host address as text into `buffer` (empty for an unset address). IPv4 by
+// hand: glibc's inet_ntop goes through sprintf.
+std::string_view format_address(const SocketAddress& address, char (&buffer)[INET6_ADDRSTRLEN]) {
+    auto family = address.storage.any.sa_family;
+    if (family == AF_INET) {
+        auto* bytes = reinterpret_cast<const unsigned char*>(&address.storage.v4.sin_addr);
+        char* p = buffer;
+        for (int i = 0; i < 4; ++i) {
+            if (i > 0) *p++ = '.';
+            p = std::to_chars(p, buffer + sizeof buffer, bytes[i]).ptr;
+        }
+        return {buffer, static_cast<size_t>(p - buffer)};
+    }
+    if (family != AF_INET6 ||
+        !inet_ntop(AF_INET6, &address.storage.v6.sin6_addr, buffer, sizeof buffer))
+        return {};
+    return buffer;
+}
+
+std::string_view format_port(const SocketAddress& address, char (&buffer)[8]) {
+    auto family = address.storage.any.sa_family;
+    if (family != AF_INET && family != AF_INET6) return {};
+    auto result = std::to_chars(buffer, buffer + sizeof buffer, address.port());
+    return {buffer, static_cast<size_t>(result.ptr - buffer)};
+}
+
+std::string_view host_without_port(std::string_view host) {
+    if (!host.empty() && host.front() == '[') {
+        size_t close = host.find(']');
+        return close == std::string_view::npos ? host : host.substr(0, close + 1);
+    }
+    return host.substr(0, host.find(':'));
+}
+
+// One HTTP_* variable for the first header named like headers[index], its value
+// joined with those of the later ones of the same name (RFC 3875 §4.1.18; cookies
+// with "; " as RFC 6265 §5.4 writes them).
+void append_header_param(ParamsWriter& writer, std::span<const Header> headers, size_t index) {
+    const Header& first = headers[index];
+    std::string_view separator = equals_ignore_case(first.name, "cookie") ? "; " : ", ";
+    size_t value_length = first.value.size();
+    for (size_t k = index + 1; k < headers.size(); ++k)
+        if (equals_ignore_case(headers[k].name, first.name))
+            value_length += separator.size() + headers[k].value.size();
+    writer.add_lengths(5 + first.name.size(), value_length);
+    std::string& out = writer.buffer();
+    out.append("HTTP_");
+    size_t name_at = out.size();
+    out.append(first.name);
+    for (size_t i = name_at; i < out.size(); ++i)
+        out[i] = out[i] == '-' ? '_' : ascii_upper(out[i]);
+    out.append(first.value);
+    for (size_t k = index + 1; k < headers.size(); ++k) {
+        if (!equals_ignore_case(headers[k].name, first.name)) continue;
+        out.append(separator);
+        out.append(headers[k].value);
+    }
+}
+
+void append_headers(ParamsWriter& writer, std::span<const Header> headers) {
+    for (size_t i = 0; i < headers.size(); ++i) {
+        if (skipped_header(headers[i].name)) continue;
+        bool repeated = false;
+        for (size_t j = 0; j < i && !repeated; ++j)
+            repeated = equals_ignore_case(headers[j].name, headers[i].name);
+        if (!repeated) append_header_param(writer, headers, i);
+    }
+}
+
+// A variable whose value is two views back to back, without a temporary string.
+void add_joined(ParamsWriter& writer, std::string_view name, std::string_view a,
+                std::string_view b) {
+    writer.add_lengths(name.size(), a.size() + b.size());
+    writer.append_raw(name);
+    writer.append_raw(a);
+    writer.append_raw(b);
+}
+
+} // namespace
+
+std::string_view server_software() {
+    return "lepus/" LEPUS_VERSION;
+}
+
+void append_cgi_params(ParamsWriter& writer, const CgiContext& context) {
+    const Request& request = context.request;
+    writer.add("SCRIPT_FILENAME", context.script_filename);
+    writer.add("QUERY_STRING", request.query);
+    writer.add("REQUEST_METHOD", request.method_text);
+    writer.add("CONTENT_TYPE", request.content_type);
+    char length_text[24];
+    std::string_view content_length;
+    if (context.content_length) {
+        auto result =
+            std::to_chars(length_text, length_text + sizeof length_text, *context.content_length);
+        content_length = {length_text, static_cast<size_t>(result.ptr - length_text)};
+    }
+    writer.add("CONTENT_LENGTH", content_length);
+    writer.add("SCRIPT_NAME", context.script_name);
+    // nginx's $request_uri: the target as sent (its path part for absolute-form).
+    if (!request.target.empty() && request.target.front() == '/') {
+        writer.add("REQUEST_URI", request.target);
+    } else {
+        writer.add_lengths(11, request.path.size() + (request.query.empty() ? 0 : 1) +
+                                   request.query.size());
+        writer.append_raw("REQUEST_URI");
+        writer.append_raw(request.path);
+        if (!request.query.empty()) writer.append_raw("?");
+        writer.append_raw(request.query);
+    }
+    add_joined(writer, "DOCUMENT_URI", context.script_name, context.path_info);
+    writer.add("DOCUMENT_ROOT", context.document_root);
+    writer.add("SERVER_PROTOCOL", request.version_minor == 0 ? "HTTP/1.0" : "HTTP/1.1");
+    writer.add("REQUEST_SCHEME", context.https ? "https" : "http");
+    if (context.https) writer.add("HTTPS", "on");
+    writer.add("GATEWAY_INTERFACE", "CGI/1.1");
+    writer.add("SERVER_SOFTWARE", server_software());
+    char address_text[INET6_ADDRSTRLEN];
+    char port_text[8];
+    writer.add("REMOTE_ADDR", format_address(context.remote, address_text));
+    writer.add("REMOTE_PORT", format_port(context.remote, port_text));
+    writer.add("SERVER_ADDR", format_address(context.local, address_text));
+    writer.add("SERVER_PORT", format_port(context.local, port_text));
+    writer.add("SERVER_NAME",
+               context.server_name.empty() ? host_without_port(request.host) : context.server_name);
+    // PHP built with --enable-force-cgi-redirect refuses to run without it.
+    writer.add("REDIRECT_STATUS", "200");
+    if (!context.path_info.empty()) {
+        // RFC 3875 §4.1.5-6: PATH_TRANSLATED only exists when PATH_INFO does.
+        writer.add("PATH_INFO", context.path_info);
+        add_joined(writer, "PATH_TRANSLATED", context.document_root, context.path_info);
+    }
+    append_headers(writer, request.headers);
+}
+
+std::optional<ScriptPath> split_script_path(std::string_view path,
+                                            std::span<const std::string_view> extensions) {
+    // The first segment that ends in an extension is the script (Apache and
+    // lighttpd agree; nginx's greedy ^(.+\.php)(/.+)$ would take the last one).
+    size_t segment_end = 0;
+    while (segment_end < path.size()) {
+        size_t slash = path.find('/', segment_end + 1);
+        segment_end = slash == std::string_view::npos ? path.size() : slash;
+        std::string_view candidate = path.substr(0, segment_end);
+        for (std::string_view extension : extensions) {
+            if (extension.empty() || !candidate.ends_with(extension)) continue;
+            // The extension alone is no script name: "/a/.php" is a hidden file.
+            if (candidate.size() - extension.size() == 0 ||
+                candidate[candidate.size() - extension.size() - 1] == '/')
+                continue;
+            return ScriptPath{candidate, path.substr(segment_end)};
+        }
+    }
+    return std::nullopt;
+}
+
+} // namespace lepus::fastcgi

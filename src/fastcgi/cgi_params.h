@@ -1,0 +1,61 @@
+// CGI meta-variables (RFC 3875 §4.1) for one HTTP request, written as a FastCGI
+// PARAMS stream, plus the split of a request path into script and PATH_INFO.
+//
+// The set matches nginx's conf/fastcgi.conf (fastcgi_params + SCRIPT_FILENAME),
+// which is what php-fpm is deployed with, so PHP code sees the same $_SERVER.
+#pragma once
+
+#include "fastcgi/protocol.h"
+#include "http/request.h"
+#include "net/socket.h"
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string_view>
+
+namespace lepus::fastcgi {
+
+// Everything the variables are made from. Views must outlive append_cgi_params().
+struct CgiContext {
+    const Request& request;
+    std::string_view document_root;   // absolute, no trailing slash: DOCUMENT_ROOT
+    std::string_view script_name;     // decoded, e.g. "/index.php": SCRIPT_NAME
+    std::string_view path_info;       // decoded, "" or "/some/path": PATH_INFO
+    std::string_view script_filename; // document_root + script_name: SCRIPT_FILENAME
+    SocketAddress remote;             // REMOTE_ADDR, REMOTE_PORT
+    SocketAddress local;              // SERVER_ADDR, SERVER_PORT
+    std::string_view server_name;     // SERVER_NAME; empty: the Host without its port
+    // CONTENT_LENGTH: the body length when known up front (for a chunked body only
+    // once it has been buffered); nullopt sends an empty CONTENT_LENGTH as nginx does.
+    std::optional<uint64_t> content_length;
+    bool https = false; // HTTPS=on and REQUEST_SCHEME=https (no TLS yet: always false)
+};
+
+// "lepus/0.1.0": SERVER_SOFTWARE.
+std::string_view server_software();
+
+// Adds every CGI variable of `context` and each request header as HTTP_* to
+// `writer` (between its begin() and finish()). Headers that are not clean
+// tokens of letters, digits and '-' are skipped, as is Proxy (httpoxy);
+// repeated headers are joined (RFC 3875 §4.1.18). No allocation of its own:
+// only the writer's buffer grows, until its capacity settles.
+void append_cgi_params(ParamsWriter& writer, const CgiContext& context);
+
+struct ScriptPath {
+    std::string_view script_name; // up to and including the script's segment
+    std::string_view path_info;   // the rest, starting with '/', or empty
+};
+
+// Splits a decoded request path at the FIRST segment ending in one of
+// `extensions` (e.g. ".php"): "/index.php/a/b" -> {"/index.php", "/a/b"};
+// "/uploads/evil.jpg/x.php" -> {"/uploads/evil.jpg/x.php", ""}. nullopt when no
+// segment matches (not a script; a bare "/.php" segment never counts). The caller (phase 2) MUST
+// then check that document_root + script_name is a regular file before sending anything to the
+// FastCGI server, and answer 404 otherwise: that check, not this split, is what
+// keeps "/uploads/evil.jpg/x.php" from ever executing evil.jpg (the old
+// cgi.fix_pathinfo hole).
+std::optional<ScriptPath> split_script_path(std::string_view path,
+                                            std::span<const std::string_view> extensions);
+
+} // namespace lepus::fastcgi

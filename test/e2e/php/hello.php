@@ -1,0 +1,2 @@
+<?php
+echo "hello " . array_sum(range(1, 100));

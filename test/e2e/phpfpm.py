@@ -1,0 +1,149 @@
+"""Starts a real php-fpm with its own generated configuration, for FastCGI tests.
+
+    with PhpFpm(children=4, tcp=False) as fpm:
+        fpm.address   # "unix:/tmp/.../php.sock" or "127.0.0.1:PORT"
+        fpm.restart()
+    # stop() on exit: SIGQUIT (graceful), then SIGKILL if it does not go.
+
+Everything lives in a fresh temporary directory: the config, the pid file, the
+error log (workers' output is caught into it: catch_workers_output). As root,
+php-fpm refuses to start without -R (--allow-to-run-as-root). The binary comes
+from $PHP_FPM, else the first of php-fpm8.2 / php-fpm found on PATH or in
+/usr/sbin; find_php_fpm() returns None when there is none (Debian: apt-get
+install php-fpm).
+"""
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+
+PHP_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "php")
+
+
+def find_php_fpm():
+    candidates = [os.environ.get("PHP_FPM", "")]
+    for name in ("php-fpm8.2", "php-fpm"):
+        candidates.append(shutil.which(name) or "")
+        candidates.append(os.path.join("/usr/sbin", name))
+    for path in candidates:
+        if path and os.access(path, os.X_OK):
+            return path
+    return None
+
+
+def free_port():
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def can_connect(address):
+    try:
+        if address.startswith("unix:"):
+            s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            target = address[5:]
+        else:
+            host, port = address.rsplit(":", 1)
+            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            target = (host, int(port))
+        with s:
+            s.settimeout(1)
+            s.connect(target)
+        return True
+    except OSError:
+        return False
+
+
+class PhpFpm:
+    """One running php-fpm master with a static pool of `children` workers."""
+
+    def __init__(self, children=4, tcp=False, binary=None):
+        self.binary = binary or find_php_fpm()
+        if not self.binary:
+            raise RuntimeError("php-fpm not found (apt-get install php-fpm, or set PHP_FPM)")
+        self.children = children
+        self.tmp = tempfile.mkdtemp(prefix="lepus-phpfpm-")
+        self.config = os.path.join(self.tmp, "php-fpm.conf")
+        self.error_log = os.path.join(self.tmp, "php-fpm.log")
+        self.pid_file = os.path.join(self.tmp, "php-fpm.pid")
+        if tcp:
+            self.address = "127.0.0.1:%d" % free_port()
+            listen = self.address
+        else:
+            listen = os.path.join(self.tmp, "php.sock")
+            self.address = "unix:" + listen
+        with open(self.config, "w") as f:
+            f.write("\n".join([
+                "[global]",
+                "pid = %s" % self.pid_file,
+                "error_log = %s" % self.error_log,
+                "daemonize = no",
+                "",
+                "[lepus-test]",
+                "listen = %s" % listen,
+                "listen.mode = 0666",
+                "pm = static",
+                "pm.max_children = %d" % children,
+                "clear_env = no",
+                "catch_workers_output = yes",
+                "decorate_workers_output = no",
+                "",
+            ]))
+        self.proc = None
+        self.start()
+
+    def start(self):
+        cmd = [self.binary, "--nodaemonize", "--fpm-config", self.config]
+        if os.geteuid() == 0:
+            cmd.append("--allow-to-run-as-root")
+        self.output = open(os.path.join(self.tmp, "stdout.txt"), "ab")
+        self.proc = subprocess.Popen(cmd, stdout=self.output, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + 15
+        while not can_connect(self.address):
+            if self.proc.poll() is not None:
+                raise RuntimeError("php-fpm exited with %s: %s" % (self.proc.returncode, self.log()))
+            if time.monotonic() > deadline:
+                self.stop()
+                raise RuntimeError("php-fpm did not listen on %s: %s" % (self.address, self.log()))
+            time.sleep(0.05)
+
+    def stop(self):
+        """Stops php-fpm gracefully (SIGQUIT), then forcibly; returns its exit code."""
+        if self.proc is None:
+            return None
+        proc, self.proc = self.proc, None
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGQUIT)
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        self.output.close()
+        return proc.returncode
+
+    def restart(self):
+        self.stop()
+        self.start()
+
+    def log(self):
+        text = ""
+        for name in ("php-fpm.log", "stdout.txt"):
+            path = os.path.join(self.tmp, name)
+            if os.path.exists(path):
+                with open(path, errors="replace") as f:
+                    text += f.read()
+        return text
+
+    def cleanup(self):
+        self.stop()
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.cleanup()
