@@ -45,11 +45,16 @@ std::optional<uint64_t> parse_duration_ms(std::string_view text) {
     if (!parts) return std::nullopt;
     std::string_view unit = parts->unit;
     uint64_t factor;
-    if (unit.empty() || unit == "s") factor = 1000;
-    else if (unit == "ms") factor = 1;
-    else if (unit == "m") factor = 60 * 1000;
-    else if (unit == "h") factor = 3600 * 1000;
-    else return std::nullopt;
+    if (unit.empty() || unit == "s")
+        factor = 1000;
+    else if (unit == "ms")
+        factor = 1;
+    else if (unit == "m")
+        factor = 60 * 1000;
+    else if (unit == "h")
+        factor = 3600 * 1000;
+    else
+        return std::nullopt;
     return multiply(parts->number, factor);
 }
 
@@ -58,14 +63,16 @@ std::optional<uint64_t> parse_size(std::string_view text) {
     if (!parts) return std::nullopt;
     std::string_view unit = parts->unit;
     uint64_t factor;
-    if (unit.empty() || equals_lower(unit, "b")) factor = 1;
+    if (unit.empty() || equals_lower(unit, "b"))
+        factor = 1;
     else if (equals_lower(unit, "k") || equals_lower(unit, "kb") || equals_lower(unit, "kib"))
         factor = uint64_t{1} << 10;
     else if (equals_lower(unit, "m") || equals_lower(unit, "mb") || equals_lower(unit, "mib"))
         factor = uint64_t{1} << 20;
     else if (equals_lower(unit, "g") || equals_lower(unit, "gb") || equals_lower(unit, "gib"))
         factor = uint64_t{1} << 30;
-    else return std::nullopt;
+    else
+        return std::nullopt;
     return multiply(parts->number, factor);
 }
 

@@ -6,7 +6,9 @@
 namespace lepus {
 namespace {
 
-bool is_open(int fd) { return fcntl(fd, F_GETFD) != -1; }
+bool is_open(int fd) {
+    return fcntl(fd, F_GETFD) != -1;
+}
 
 TEST(UniqueFd, ClosesOnScopeExit) {
     int raw;

@@ -5,7 +5,9 @@
 namespace lepus {
 namespace {
 
-TEST(ParseDuration, PlainNumberIsSeconds) { EXPECT_EQ(parse_duration_ms("30"), 30000u); }
+TEST(ParseDuration, PlainNumberIsSeconds) {
+    EXPECT_EQ(parse_duration_ms("30"), 30000u);
+}
 
 TEST(ParseDuration, Units) {
     EXPECT_EQ(parse_duration_ms("500ms"), 500u);
@@ -16,7 +18,8 @@ TEST(ParseDuration, Units) {
 }
 
 TEST(ParseDuration, RejectsBadInput) {
-    for (const char* bad : {"", "-1", "1.5s", "10x", "s", "ms", " 10", "10 s", "99999999999999999999"})
+    for (const char* bad :
+         {"", "-1", "1.5s", "10x", "s", "ms", " 10", "10 s", "99999999999999999999"})
         EXPECT_FALSE(parse_duration_ms(bad).has_value()) << bad;
 }
 

@@ -1,0 +1,145 @@
+// Reactor: one thread, one core, one edge-triggered epoll loop.
+//
+// A connection is registered once (EPOLLIN|EPOLLOUT|EPOLLRDHUP|EPOLLET) and
+// lives on its reactor until it closes: no locks on the hot path. Handlers sit
+// in a table indexed by fd; the epoll cookie packs fd and a generation, so an
+// event or deferred resume for a closed-and-reused fd is recognised and dropped
+// (nginx's "instance" bit does the same job).
+//
+// New connections arrive from the acceptor thread through an SPSC ring; the
+// acceptor writes the reactor's eventfd only when the reactor may be asleep.
+// Timeouts live in the reactor's TimerWheel; one timerfd in the same epoll is
+// armed to the wheel's next expiry, so an idle reactor does not tick.
+#pragma once
+
+#include "base/unique_fd.h"
+#include "net/balancer.h"
+#include "net/socket.h"
+#include "net/spsc_ring.h"
+#include "net/timer_wheel.h"
+
+#include <atomic>
+#include <cstdint>
+#include <ctime>
+#include <string>
+#include <vector>
+
+struct epoll_event;
+
+namespace lepus {
+
+// What travels from the acceptor to a reactor.
+struct AcceptedSocket {
+    int fd = -1;
+    SocketAddress peer;
+};
+
+// Something registered in a reactor: a client connection or a backend socket.
+class EventHandler {
+public:
+    // Epoll events for this fd, or kResumeEvent when a deferred handler is resumed.
+    virtual void on_events(uint32_t events) = 0;
+    // The reactor starts draining: finish what is in flight, close if idle.
+    virtual void on_shutdown() = 0;
+    // The drain deadline passed: close now.
+    virtual void on_force_close() = 0;
+
+protected:
+    ~EventHandler() = default;
+};
+
+// Passed to on_events for handlers resumed from the ready list (not an epoll bit).
+inline constexpr uint32_t kResumeEvent = 1u << 31;
+
+class Reactor;
+// Called on the reactor thread for each connection handed over by the acceptor.
+using AcceptCallback = void (*)(Reactor& reactor, const AcceptedSocket& socket, void* context);
+
+struct ReactorOptions {
+    size_t index = 0;
+    int cpu = -1;                // core to pin the thread to; -1: no pinning
+    size_t ring_capacity = 4096; // accepted sockets in flight from the acceptor
+    size_t max_fds = 65536;      // size of the handler table (RLIMIT_NOFILE)
+    uint32_t shutdown_timeout_ms = 10000;
+};
+
+class Reactor {
+public:
+    Reactor(const ReactorOptions& options, ReactorLoad& load, std::atomic<int64_t>& live_total,
+            AcceptCallback on_accept, void* context);
+    Reactor(const Reactor&) = delete;
+    Reactor& operator=(const Reactor&) = delete;
+
+    // Creates the epoll, eventfd and timerfd. One line in `error` on failure.
+    bool init(std::string& error);
+    // The loop; returns after request_stop() once every handler has closed
+    // or the shutdown timeout has passed.
+    void run();
+
+    // --- any thread ---
+    // Starts a graceful stop (idempotent).
+    void request_stop();
+    // --- acceptor thread only ---
+    // Queues a socket for this reactor; false when the ring is full.
+    bool hand_off(const AcceptedSocket& socket);
+    // Writes the eventfd if the reactor may be blocked in epoll_wait.
+    void wake_if_sleeping();
+
+    // --- reactor thread only ---
+    // Registers `fd` edge-triggered for `events`, counting it as a connection
+    // when `is_connection` (live counts feed the balancer and --max-connections).
+    bool add(int fd, EventHandler* handler, uint32_t events, bool is_connection);
+    // Forgets `fd` (call before closing it): later events for it are dropped.
+    void remove(int fd);
+    // Runs the handler again (kResumeEvent) after this round of events, so a
+    // busy connection yields to the others instead of monopolising the loop.
+    void defer(int fd);
+    TimerWheel& timers() { return timers_; }
+    uint64_t now_ms() const { return now_ms_; }
+    time_t now_s() const { return now_s_; }
+    ReactorLoad& load() { return load_; }
+    size_t index() const { return options_.index; }
+    bool stopping() const { return draining_; }
+    size_t live_connections() const { return live_; }
+
+private:
+    struct Slot {
+        EventHandler* handler = nullptr;
+        uint32_t generation = 0;
+        bool is_connection = false;
+    };
+    static uint64_t cookie(int fd, uint32_t generation) {
+        return (uint64_t(generation) << 32) | uint32_t(fd);
+    }
+    EventHandler* lookup(uint64_t cookie) const;
+    void drain_inbox();
+    void run_deferred();
+    void dispatch(const epoll_event& event);
+    void update_clock();
+    void arm_timerfd();
+    void start_draining();
+
+    ReactorOptions options_;
+    ReactorLoad& load_;
+    std::atomic<int64_t>& live_total_;
+    AcceptCallback on_accept_;
+    void* accept_context_;
+
+    UniqueFd epoll_fd_, wake_fd_, timer_fd_;
+    SpscRing<AcceptedSocket> inbox_;
+    std::vector<Slot> slots_;
+    uint32_t next_generation_ = 1;
+    size_t live_ = 0;
+    std::vector<uint64_t> deferred_, deferred_running_;
+    TimerWheel timers_;
+    uint64_t armed_expiry_ = 0; // 0: timerfd disarmed
+    uint64_t now_ms_ = 0;
+    time_t now_s_ = 0;
+
+    alignas(64) std::atomic<bool> sleeping_{false};
+    std::atomic<bool> stop_requested_{false};
+    bool draining_ = false;
+    uint64_t drain_deadline_ms_ = 0;
+};
+
+} // namespace lepus

@@ -1,0 +1,94 @@
+// HttpConnection: one client connection on one reactor, from accept to close.
+//
+// It reads until EAGAIN (a short read counts as EAGAIN: epoll signals the next
+// arrival with a new edge), feeds the parser, hands complete requests to the
+// static handler, and writes the response with sendmsg (head and in-memory
+// body) and sendfile (file body), continuing across EAGAIN. Pipelined
+// requests are answered in order. One wake-up serves at most kMaxRequestsPerPass
+// requests or kMaxBytesPerPass bytes, then the connection re-queues itself so
+// that the other connections of the reactor are not starved.
+//
+// One TimerEntry carries whichever timeout applies now: keepalive idle,
+// the header deadline (armed once per request, never extended: the slowloris
+// defence), body read, write stall, or the lingering close.
+#pragma once
+
+#include "base/unique_fd.h"
+#include "net/reactor.h"
+#include "net/timer_wheel.h"
+#include "server/worker.h"
+
+#include <cstdint>
+#include <memory>
+
+namespace lepus {
+
+class HttpConnection final : public EventHandler {
+public:
+    // Takes ownership of the socket and registers it with the worker's reactor;
+    // the connection deletes itself when it closes.
+    static void open(Worker& worker, const AcceptedSocket& socket);
+
+    void on_events(uint32_t events) override;
+    void on_shutdown() override;
+    void on_force_close() override;
+
+    static constexpr int kMaxRequestsPerPass = 16;
+    static constexpr uint64_t kMaxBytesPerPass = 2u << 20; // as nginx's sendfile_max_chunk
+    static constexpr size_t kMaxInput = 8192 + 32768 + 1024;
+
+private:
+    enum class Phase : uint8_t { Idle, ReadingHead, ReadingBody, Writing, Lingering };
+    enum class Step : uint8_t { Continue, Wait, Yield, Close };
+
+    HttpConnection(Worker& worker, const AcceptedSocket& socket);
+    ~HttpConnection() = default;
+
+    void drive();
+    Step read_head();
+    Step read_body();
+    Step write_response();
+    Step linger();
+    Step fill_input();
+    Step on_head_parsed();
+    Step respond();
+    Step respond_error(int status);
+    Step finish_response();
+    void log_access(int status, uint64_t bytes);
+    void wait_with_timer();
+    void close();
+    static void on_timer(TimerEntry& entry);
+
+    // The timer entry knows its connection (HttpConnection is not standard
+    // layout, so offsetof would be undefined).
+    struct ConnectionTimer : TimerEntry {
+        explicit ConnectionTimer(HttpConnection* owner)
+            : TimerEntry(&HttpConnection::on_timer), connection(owner) {}
+        HttpConnection* connection;
+    };
+
+    Worker& worker_;
+    Reactor& reactor_;
+    UniqueFd fd_;
+    SocketAddress peer_;
+    ConnectionTimer timer_;
+    uint64_t deadline_ = 0; // what timer_ stands for; the wheel may fire a little early
+    std::unique_ptr<RequestState> state_;
+    uint64_t requests_ = 0;
+    uint64_t body_remaining_ = 0; // Content-Length bytes still to discard
+    size_t head_size_ = 0;
+    size_t head_sent_ = 0, body_sent_ = 0;
+    uint64_t bytes_this_pass_ = 0;
+    int requests_this_pass_ = 0;
+    Phase phase_ = Phase::Idle;
+    bool readable_ = true;     // data may be waiting (no EAGAIN seen since the last edge)
+    bool peer_closed_ = false; // read returned 0
+    bool rdhup_ = false;       // EPOLLRDHUP seen: keep reading until 0
+    bool keep_alive_ = true;   // for the response in progress
+    bool body_chunked_ = false;
+    bool error_response_ = false;
+    bool in_drive_ = false;
+    bool closed_ = false;
+};
+
+} // namespace lepus

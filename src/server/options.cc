@@ -1,0 +1,160 @@
+#include "server/options.h"
+
+#include "base/units.h"
+#include "log/log_level.h"
+#include "net/socket.h"
+
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+namespace lepus {
+namespace {
+
+// CLI11 validators that share the duration and size parsers with the config file.
+struct DurationValidator : CLI::Validator {
+    DurationValidator() : CLI::Validator("DURATION") {
+        func_ = [](std::string& text) -> std::string {
+            return parse_duration_ms(text)
+                       ? std::string()
+                       : "'" + text + "' is not a duration (e.g. 30, 500ms, 10s, 2m)";
+        };
+    }
+};
+
+struct SizeValidator : CLI::Validator {
+    SizeValidator() : CLI::Validator("SIZE") {
+        func_ = [](std::string& text) -> std::string {
+            auto size = parse_size(text);
+            if (!size) return "'" + text + "' is not a size (e.g. 4096, 64k, 1m, 1g)";
+            if (*size == 0) return "size must be greater than zero";
+            return {};
+        };
+    }
+};
+
+struct ListenValidator : CLI::Validator {
+    ListenValidator() : CLI::Validator("ADDR:PORT") {
+        func_ = [](std::string& text) -> std::string {
+            return parse_listen_address(text)
+                       ? std::string()
+                       : "'" + text + "' is not ADDR:PORT, [V6]:PORT or PORT";
+        };
+    }
+};
+
+// Turns the validated duration and size strings into numbers.
+void apply_units(const std::vector<std::pair<const std::string*, uint64_t*>>& durations,
+                 const std::vector<std::pair<const std::string*, uint64_t*>>& sizes) {
+    for (auto& [text, out] : durations)
+        if (!text->empty()) *out = *parse_duration_ms(*text);
+    for (auto& [text, out] : sizes)
+        if (!text->empty()) *out = *parse_size(*text);
+}
+
+// One line naming what is wrong with ROOT, or empty when it can be served.
+std::string check_root(const std::string& root) {
+    struct stat st;
+    if (stat(root.c_str(), &st) != 0) return "root '" + root + "' does not exist";
+    if (!S_ISDIR(st.st_mode)) return "root '" + root + "' is not a directory";
+    if (access(root.c_str(), R_OK | X_OK) != 0) return "root '" + root + "' is not readable";
+    return {};
+}
+
+int usage_error(const std::string& message) {
+    std::fprintf(stderr, "lepus: %s (see lepus --help)\n", message.c_str());
+    return 2;
+}
+
+} // namespace
+
+CommandLineResult parse_command_line(int argc, char** argv, ServerOptions& options) {
+    CLI::App app{"lepus: a fast HTTP/1.1 server. Serves ROOT (default: the current directory)."};
+    app.set_version_flag("--version", std::string("lepus ") + LEPUS_VERSION);
+    // A repeated flag takes its last value, as in most servers' command lines.
+    app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+    DurationValidator duration;
+    SizeValidator size;
+    ListenValidator listen_address;
+
+    std::string keepalive_timeout, header_timeout, body_timeout, send_timeout, shutdown_timeout;
+    std::string max_body_size, dotfiles = "deny", accept = "acceptor";
+    bool no_pin = false;
+
+    app.add_option("root", options.root, "Directory to serve")->capture_default_str();
+    app.add_option("--listen,-l", options.listen, "Address to listen on (repeatable)")
+        ->check(listen_address)
+        ->capture_default_str()
+        ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+    app.add_option("--threads,-t", options.threads, "Reactor threads (default: online cores)")
+        ->check(CLI::Range(1u, 1024u));
+    app.add_flag("--no-pin", no_pin, "Do not pin reactor threads to cores");
+    app.add_option("--accept", accept, "acceptor (one thread hands off) or reuseport")
+        ->check(CLI::IsMember({"acceptor", "reuseport"}));
+    app.add_option("--backlog", options.backlog, "Listen backlog")->check(CLI::Range(1, 1 << 20));
+    app.add_option("--max-connections", options.max_connections,
+                   "Connections above this get 503 (default: from RLIMIT_NOFILE)")
+        ->check(CLI::Range(int64_t{1}, int64_t{1} << 40));
+    app.add_option("--access-log", options.access_log, "Access log: PATH, - (stderr) or off")
+        ->capture_default_str();
+    app.add_option("--error-log", options.error_log, "Error log: PATH or - (stderr)")
+        ->capture_default_str();
+    app.add_option("--log-level", options.log_level, "error, warn, info or debug")
+        ->check(CLI::IsMember({"error", "warn", "info", "debug"}))
+        ->capture_default_str();
+    app.add_option("--keepalive-timeout", keepalive_timeout, "Idle keepalive timeout (75s)")
+        ->check(duration);
+    app.add_option("--keepalive-requests", options.keepalive_requests,
+                   "Requests per keepalive connection (1000)")
+        ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 40));
+    app.add_option("--header-timeout", header_timeout, "Deadline for a whole request head (10s)")
+        ->check(duration);
+    app.add_option("--body-timeout", body_timeout, "Idle timeout while reading a body (60s)")
+        ->check(duration);
+    app.add_option("--send-timeout", send_timeout, "Write stall timeout (60s)")->check(duration);
+    app.add_option("--shutdown-timeout", shutdown_timeout, "Grace period on SIGTERM (10s)")
+        ->check(duration);
+    app.add_option("--max-body-size", max_body_size, "Largest request body (1m)")->check(size);
+    app.add_option("--index", options.index, "Index file names for directories")
+        ->capture_default_str()
+        ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+    app.add_flag("--autoindex", options.autoindex, "List directories without an index");
+    app.add_option("--dotfiles", dotfiles, "deny (404 for names starting with '.') or allow")
+        ->check(CLI::IsMember({"deny", "allow"}));
+
+    try {
+        app.parse(argc, argv);
+    } catch (const CLI::CallForHelp& e) {
+        return {false, app.exit(e)};
+    } catch (const CLI::CallForAllHelp& e) {
+        return {false, app.exit(e)};
+    } catch (const CLI::CallForVersion& e) {
+        return {false, app.exit(e)};
+    } catch (const CLI::ParseError& e) {
+        std::string message = e.what();
+        for (char& c : message)
+            if (c == '\n') c = ' ';
+        return {false, usage_error(message)};
+    }
+
+    apply_units({{&keepalive_timeout, &options.keepalive_timeout_ms},
+                 {&header_timeout, &options.header_timeout_ms},
+                 {&body_timeout, &options.body_timeout_ms},
+                 {&send_timeout, &options.send_timeout_ms},
+                 {&shutdown_timeout, &options.shutdown_timeout_ms}},
+                {{&max_body_size, &options.max_body_size}});
+    options.pin_threads = !no_pin;
+    options.dotfiles_allow = dotfiles == "allow";
+    options.accept_mode = accept == "reuseport" ? AcceptMode::ReusePort : AcceptMode::Acceptor;
+    if (options.header_timeout_ms == 0 || options.keepalive_timeout_ms == 0)
+        return {false, usage_error("timeouts must be greater than zero")};
+    if (options.access_log.empty() || options.error_log.empty())
+        return {false, usage_error("log paths must not be empty")};
+    if (std::string error = check_root(options.root); !error.empty())
+        return {false, usage_error(error)};
+    return {true, 0};
+}
+
+} // namespace lepus

@@ -1,0 +1,272 @@
+#include "server/server.h"
+
+#include "log/async_logger.h"
+#include "log/error_log.h"
+#include "net/acceptor.h"
+#include "net/reactor.h"
+#include "net/socket.h"
+#include "server/http_connection.h"
+#include "server/worker.h"
+
+#include <atomic>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <signal.h>
+#include <sys/epoll.h>
+#include <sys/resource.h>
+#include <thread>
+#include <unistd.h>
+#include <vector>
+
+namespace lepus {
+namespace {
+
+// lepus needs one fd per connection; raise the soft limit to the hard one.
+rlim_t raise_fd_limit() {
+    rlimit limit{};
+    getrlimit(RLIMIT_NOFILE, &limit);
+    if (limit.rlim_cur < limit.rlim_max) {
+        limit.rlim_cur = limit.rlim_max;
+        setrlimit(RLIMIT_NOFILE, &limit);
+        getrlimit(RLIMIT_NOFILE, &limit);
+    }
+    return limit.rlim_cur;
+}
+
+void accept_into_worker(Reactor& reactor, const AcceptedSocket& socket, void* context) {
+    HttpConnection::open(*static_cast<Worker*>(context), socket);
+}
+
+// --accept reuseport: each reactor owns a SO_REUSEPORT listener and accepts
+// for itself; the kernel spreads connections by hash. Exists so the bench can
+// measure it against the acceptor thread.
+class ReusePortListener final : public EventHandler {
+public:
+    ReusePortListener(Worker& worker, UniqueFd fd, std::atomic<int64_t>& live_total)
+        : worker_(worker), fd_(std::move(fd)), live_total_(live_total) {}
+    int fd() const { return fd_.get(); }
+
+    void on_events(uint32_t) override {
+        for (;;) {
+            AcceptedSocket socket;
+            socket.peer.length = sizeof socket.peer.storage;
+            socket.fd = accept4(fd_.get(), &socket.peer.storage.any, &socket.peer.length,
+                                SOCK_NONBLOCK | SOCK_CLOEXEC);
+            if (socket.fd < 0) {
+                if (errno == EINTR || errno == ECONNABORTED) continue;
+                // On EMFILE the backlog waits for the next edge; nothing spins.
+                if (errno != EAGAIN) log_error("accept: %s", strerror(errno));
+                return;
+            }
+            live_total_.fetch_add(1, std::memory_order_relaxed);
+            HttpConnection::open(worker_, socket);
+        }
+    }
+    void on_shutdown() override {}
+    void on_force_close() override {}
+
+private:
+    Worker& worker_;
+    UniqueFd fd_;
+    std::atomic<int64_t>& live_total_;
+};
+
+// The signals the main thread waits for; blocked in every thread.
+sigset_t server_signals() {
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGUSR1);
+    sigaddset(&set, SIGHUP);
+    return set;
+}
+
+struct Loggers {
+    std::unique_ptr<AsyncLogger> error, access;
+
+    bool start(const ServerOptions& options, std::string& error_text) {
+        error = std::make_unique<AsyncLogger>(AsyncLoggerOptions{.path = options.error_log});
+        access = std::make_unique<AsyncLogger>(AsyncLoggerOptions{.path = options.access_log});
+        std::string why;
+        if (!error->start(why)) {
+            error_text = "error log: " + why;
+            return false;
+        }
+        if (!access->start(why)) {
+            error_text = "access log: " + why;
+            return false;
+        }
+        set_error_log(error.get(), *parse_log_level(options.log_level));
+        return true;
+    }
+    void reopen() {
+        error->reopen();
+        access->reopen();
+    }
+    void stop() {
+        set_error_log(nullptr, LogLevel::Error);
+        access->stop();
+        error->stop();
+    }
+};
+
+} // namespace
+
+int run_server(const ServerOptions& options) {
+    signal(SIGPIPE, SIG_IGN);
+    sigset_t signals = server_signals();
+    pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+    rlim_t fd_limit = raise_fd_limit();
+    int64_t max_connections = options.max_connections
+                                  ? options.max_connections
+                                  : std::max<int64_t>(int64_t(fd_limit) - 128, 16);
+
+    Loggers logs;
+    std::string error;
+    if (!logs.start(options, error)) {
+        std::fprintf(stderr, "lepus: %s\n", error.c_str());
+        return 1;
+    }
+
+    // Listeners first: a taken port is the most common start-up failure.
+    unsigned threads =
+        options.threads ? options.threads : std::max(1u, unsigned(sysconf(_SC_NPROCESSORS_ONLN)));
+    bool reuse_port = options.accept_mode == AcceptMode::ReusePort;
+    std::vector<UniqueFd> listeners;
+    std::vector<SocketAddress> bound;
+    for (const std::string& text : options.listen) {
+        SocketAddress address = *parse_listen_address(text);
+        for (unsigned copy = 0; copy < (reuse_port ? threads : 1u); ++copy) {
+            if (copy > 0) address = bound.back(); // same port even when it was 0
+            UniqueFd fd = open_listener(address, {options.backlog, reuse_port}, error);
+            if (!fd) {
+                std::fprintf(stderr, "lepus: %s\n", error.c_str());
+                logs.stop();
+                return 1;
+            }
+            if (copy == 0) bound.push_back(local_address(fd.get()));
+            listeners.push_back(std::move(fd));
+        }
+    }
+
+    StaticOptions static_options;
+    static_options.root = options.root;
+    static_options.index = options.index;
+    static_options.autoindex = options.autoindex;
+    static_options.dotfiles_allow = options.dotfiles_allow;
+
+    std::atomic<int64_t> live_total{0};
+    auto loads = std::make_unique<ReactorLoad[]>(threads);
+    std::vector<std::unique_ptr<Worker>> workers;
+    std::vector<std::unique_ptr<Reactor>> reactors;
+    std::vector<Reactor*> reactor_pointers;
+    std::vector<std::unique_ptr<ReusePortListener>> own_listeners;
+    unsigned cores = std::max(1u, unsigned(sysconf(_SC_NPROCESSORS_ONLN)));
+    for (unsigned i = 0; i < threads; ++i) {
+        auto worker = std::make_unique<Worker>(options, *logs.access);
+        auto handler = StaticHandler::create(static_options, error);
+        if (!handler) {
+            std::fprintf(stderr, "lepus: %s\n", error.c_str());
+            logs.stop();
+            return 1;
+        }
+        worker->set_static_files(std::move(handler));
+        ReactorOptions reactor_options;
+        reactor_options.index = i;
+        reactor_options.cpu = options.pin_threads ? int(i % cores) : -1;
+        reactor_options.max_fds = size_t(fd_limit);
+        reactor_options.shutdown_timeout_ms = uint32_t(options.shutdown_timeout_ms);
+        auto reactor = std::make_unique<Reactor>(reactor_options, loads[i], live_total,
+                                                 &accept_into_worker, worker.get());
+        if (!reactor->init(error)) {
+            std::fprintf(stderr, "lepus: %s\n", error.c_str());
+            logs.stop();
+            return 1;
+        }
+        worker->reactor = reactor.get();
+        if (reuse_port) {
+            for (size_t l = i; l < listeners.size(); l += threads) {
+                auto listener = std::make_unique<ReusePortListener>(
+                    *worker, std::move(listeners[l]), live_total);
+                reactor->add(listener->fd(), listener.get(), EPOLLIN, false);
+                own_listeners.push_back(std::move(listener));
+            }
+        }
+        reactor_pointers.push_back(reactor.get());
+        reactors.push_back(std::move(reactor));
+        workers.push_back(std::move(worker));
+    }
+
+    std::unique_ptr<Acceptor> acceptor;
+    if (!reuse_port) {
+        AcceptorOptions acceptor_options;
+        acceptor_options.max_connections = max_connections;
+        acceptor = std::make_unique<Acceptor>(std::move(listeners), reactor_pointers,
+                                              std::span<ReactorLoad>(loads.get(), threads),
+                                              live_total, acceptor_options);
+        if (!acceptor->init(error)) {
+            std::fprintf(stderr, "lepus: %s\n", error.c_str());
+            logs.stop();
+            return 1;
+        }
+    }
+
+    std::atomic<unsigned> running{threads};
+    std::vector<std::thread> reactor_threads;
+    for (auto& reactor : reactors)
+        reactor_threads.emplace_back([&reactor, &running] {
+            reactor->run();
+            running.fetch_sub(1);
+        });
+    std::thread acceptor_thread;
+    if (acceptor) acceptor_thread = std::thread([&] { acceptor->run(); });
+
+    for (const SocketAddress& address : bound)
+        std::printf("lepus: serving %s on http://%s/\n", options.root.c_str(),
+                    address.to_string().c_str());
+    std::fflush(stdout);
+    log_info("lepus started: %u reactor threads, %s accept, max %lld connections", threads,
+             reuse_port ? "reuseport" : "acceptor-thread", static_cast<long long>(max_connections));
+
+    bool stopping = false;
+    for (;;) {
+        timespec tick{0, 100 * 1000 * 1000};
+        int signal_number = sigtimedwait(&signals, nullptr, stopping ? &tick : nullptr);
+        if (stopping && running.load() == 0) break;
+        if (signal_number == SIGUSR1) {
+            logs.reopen();
+            std::string counts;
+            for (unsigned i = 0; i < threads; ++i)
+                counts += (i ? " " : "") + std::to_string(loads[i].live_connections.load());
+            log_info("SIGUSR1: logs reopened; connections per reactor: %s", counts.c_str());
+        } else if (signal_number == SIGTERM || signal_number == SIGINT) {
+            if (stopping && signal_number == SIGINT) {
+                // A second Ctrl-C: leave now, keeping what the logs hold.
+                log_warn("second SIGINT: exiting without waiting for connections");
+                logs.stop();
+                _exit(1);
+            }
+            if (!stopping) {
+                log_info("signal %d: stopping (grace period %llu ms)", signal_number,
+                         static_cast<unsigned long long>(options.shutdown_timeout_ms));
+                stopping = true;
+                if (acceptor) acceptor->request_stop();
+                for (auto& reactor : reactors)
+                    reactor->request_stop();
+            }
+        }
+    }
+    if (acceptor_thread.joinable()) acceptor_thread.join();
+    for (auto& thread : reactor_threads)
+        thread.join();
+    own_listeners.clear();
+    log_info("lepus stopped");
+    logs.stop();
+    return 0;
+}
+
+} // namespace lepus

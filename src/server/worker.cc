@@ -1,0 +1,24 @@
+#include "server/worker.h"
+
+namespace lepus {
+namespace {
+// Enough for every connection that is mid-request at once on a busy reactor;
+// beyond it states are freed rather than hoarded.
+constexpr size_t kMaxPooledStates = 1024;
+} // namespace
+
+std::unique_ptr<RequestState> Worker::acquire_state() {
+    if (free_states_.empty()) return std::make_unique<RequestState>();
+    auto state = std::move(free_states_.back());
+    free_states_.pop_back();
+    return state;
+}
+
+void Worker::release_state(std::unique_ptr<RequestState> state) {
+    state->parser.reset();
+    state->response.reset();
+    state->input_begin = state->input_end = 0;
+    if (free_states_.size() < kMaxPooledStates) free_states_.push_back(std::move(state));
+}
+
+} // namespace lepus

@@ -1,0 +1,225 @@
+"""Starts the real lepus binary on a free loopback port and talks raw HTTP to it.
+
+Every end-to-end test imports this module. The binary comes from the
+LEPUS_BINARY environment variable (CTest sets it). Each server gets its own
+temporary document root and logs; stop() sends SIGTERM, waits, and fails the
+test if lepus did not exit 0 or if a sanitizer reported anything.
+"""
+import os
+import re
+import resource
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+import unittest
+
+BINARY = os.environ.get("LEPUS_BINARY", "")
+SANITIZER_MARKERS = ("ERROR: AddressSanitizer", "runtime error:", "WARNING: ThreadSanitizer",
+                     "ERROR: LeakSanitizer")
+
+
+def raise_fd_limit(wanted=65536):
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    try:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, wanted), max(hard, wanted)))
+    except (ValueError, OSError):
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+
+
+class Lepus:
+    """One running lepus process."""
+
+    def __init__(self, args=(), root=None, preexec=None, access_log=True):
+        self.tmp = tempfile.mkdtemp(prefix="lepus-e2e-")
+        self.root = root or os.path.join(self.tmp, "www")
+        os.makedirs(self.root, exist_ok=True)
+        self.access_log = os.path.join(self.tmp, "access.log") if access_log else "off"
+        self.error_log = os.path.join(self.tmp, "error.log")
+        cmd = [BINARY, self.root, "--listen", "127.0.0.1:0", "--access-log", self.access_log,
+               "--error-log", self.error_log, "--log-level", "info"] + list(args)
+        self.stderr_path = os.path.join(self.tmp, "stderr.txt")
+        self.stderr_file = open(self.stderr_path, "w")
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=self.stderr_file,
+                                     text=True, preexec_fn=preexec)
+        line = self.proc.stdout.readline()
+        match = re.search(r"http://127\.0\.0\.1:(\d+)/", line)
+        if not match:
+            self.proc.wait(timeout=10)
+            raise RuntimeError("lepus did not start: %r %s" % (line, self.stderr()))
+        self.port = int(match.group(1))
+
+    # --- files -------------------------------------------------------------
+    def write(self, relative, content, mode=None):
+        path = os.path.join(self.root, relative)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "wb") as f:
+            f.write(content if isinstance(content, bytes) else content.encode())
+        if mode is not None:
+            os.chmod(path, mode)
+        return path
+
+    # --- talking -----------------------------------------------------------
+    def connect(self, timeout=10):
+        s = socket.create_connection(("127.0.0.1", self.port), timeout=timeout)
+        s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        return s
+
+    def request(self, raw, timeout=10):
+        """Sends raw bytes on a new connection and reads one response."""
+        with self.connect(timeout) as s:
+            s.sendall(raw if isinstance(raw, bytes) else raw.encode())
+            return read_response(s)
+
+    def get(self, path, headers=(), method="GET"):
+        lines = ["%s %s HTTP/1.1" % (method, path), "Host: localhost", "Connection: close"]
+        lines += list(headers)
+        return self.request("\r\n".join(lines) + "\r\n\r\n")
+
+    # --- process -----------------------------------------------------------
+    def stderr(self):
+        with open(self.stderr_path) as f:
+            return f.read()
+
+    def error_log_text(self):
+        try:
+            with open(self.error_log) as f:
+                return f.read()
+        except FileNotFoundError:
+            return ""
+
+    def access_lines(self):
+        with open(self.access_log) as f:
+            return f.read().splitlines()
+
+    def cpu_seconds(self):
+        with open("/proc/%d/stat" % self.proc.pid) as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+    def fd_count(self):
+        return len(os.listdir("/proc/%d/fd" % self.proc.pid))
+
+    def rss_kib(self):
+        with open("/proc/%d/status" % self.proc.pid) as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1])
+        return 0
+
+    def stop(self, test=None, expect_code=0, timeout=30):
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        try:
+            code = self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            code = self.proc.wait()
+            if test:
+                test.fail("lepus did not stop within %d s after SIGTERM" % timeout)
+        self.proc.stdout.close()
+        self.stderr_file.close()
+        text = self.stderr() + self.error_log_text()
+        if test:
+            for marker in SANITIZER_MARKERS:
+                test.assertNotIn(marker, text, "sanitizer report:\n" + text[-4000:])
+            test.assertEqual(code, expect_code, "lepus exit code; stderr:\n" + text[-2000:])
+        shutil.rmtree(self.tmp, ignore_errors=True)
+        return code
+
+
+class Response:
+    def __init__(self, status, reason, headers, body, raw_head):
+        self.status, self.reason, self.headers, self.body, self.raw_head = \
+            status, reason, headers, body, raw_head
+
+    def header(self, name, default=None):
+        return self.headers.get(name.lower(), default)
+
+
+def recv_until(s, marker, buffer=b""):
+    while marker not in buffer:
+        chunk = s.recv(65536)
+        if not chunk:
+            raise ConnectionError("closed before %r; got %r" % (marker, buffer[:200]))
+        buffer += chunk
+    return buffer
+
+
+def read_response(s, head_only=False, buffer=b""):
+    """Reads one response from s (Content-Length, chunked or close-delimited).
+    Returns (Response, leftover bytes) when buffer is given as keyword, else Response."""
+    data = recv_until(s, b"\r\n\r\n", buffer)
+    head, rest = data.split(b"\r\n\r\n", 1)
+    lines = head.decode("latin-1").split("\r\n")
+    version, status, reason = (lines[0].split(" ", 2) + [""])[:3]
+    headers = {}
+    for line in lines[1:]:
+        name, _, value = line.partition(":")
+        headers[name.strip().lower()] = value.strip()
+    status = int(status)
+    if head_only or status in (204, 304) or 100 <= status < 200:
+        body, leftover = b"", rest
+    elif "content-length" in headers:
+        length = int(headers["content-length"])
+        while len(rest) < length:
+            chunk = s.recv(1 << 20)
+            if not chunk:
+                raise ConnectionError("closed after %d of %d body bytes" % (len(rest), length))
+            rest += chunk
+        body, leftover = rest[:length], rest[length:]
+    else:
+        while True:
+            chunk = s.recv(1 << 20)
+            if not chunk:
+                break
+            rest += chunk
+        body, leftover = rest, b""
+    response = Response(status, reason, headers, body, head)
+    response.leftover = leftover
+    return response
+
+
+def is_closed(s, timeout=5.0):
+    """True when the peer closes s (EOF or reset) within timeout seconds."""
+    s.settimeout(timeout)
+    try:
+        while True:
+            data = s.recv(65536)
+            if not data:
+                return True
+    except (ConnectionResetError, BrokenPipeError):
+        return True
+    except socket.timeout:
+        return False
+
+
+class LepusTestCase(unittest.TestCase):
+    """Starts one lepus per test class (override ARGS) and stops it after."""
+    ARGS = ()
+    ACCESS_LOG = True
+
+    @classmethod
+    def setUpClass(cls):
+        if not BINARY:
+            raise unittest.SkipTest("LEPUS_BINARY is not set")
+        cls.server = Lepus(cls.ARGS, access_log=cls.ACCESS_LOG)
+        cls.populate(cls.server)
+
+    @classmethod
+    def populate(cls, server):
+        pass
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.server.stop(cls._Checker())
+
+    class _Checker(unittest.TestCase):
+        def runTest(self):
+            pass
+
+
+def main():
+    unittest.main(verbosity=2)
