@@ -1,0 +1,360 @@
+#include "server/config_file.h"
+
+#include "base/units.h"
+
+#include <algorithm>
+#include <cstring>
+#include <toml++/toml.h>
+
+namespace lepus {
+namespace {
+
+std::string position(const std::string& path, const toml::source_region& region) {
+    return path + ":" + std::to_string(region.begin.line) + ":" +
+           std::to_string(region.begin.column);
+}
+
+// Options whose values are lists: given on the command line, they replace the file's.
+bool is_list_option(std::string_view option) {
+    return option == "--listen" || option == "--index" || option == "--fastcgi-ext";
+}
+
+// A scalar TOML value as command-line text; nullopt for tables and arrays.
+// (Checks the node's type first: toml++'s value<T>() converts between types.)
+std::optional<std::string> scalar_text(const toml::node& node) {
+    if (node.is_string()) return *node.value<std::string>();
+    if (node.is_integer()) return std::to_string(*node.value<int64_t>());
+    if (node.is_floating_point()) return std::to_string(*node.value<double>());
+    return std::nullopt;
+}
+
+class Reader {
+public:
+    Reader(const std::string& path, std::vector<std::string>& errors)
+        : path_(path), errors_(errors) {}
+
+    void error(const toml::node& node, const std::string& what) {
+        errors_.push_back(position(path_, node.source()) + ": " + what);
+    }
+
+    std::optional<std::string> string(const toml::node& node, std::string_view key) {
+        if (node.is_string()) return *node.value<std::string>();
+        error(node, "'" + std::string(key) + "' must be a string");
+        return std::nullopt;
+    }
+
+    std::optional<bool> boolean(const toml::node& node, std::string_view key) {
+        if (node.is_boolean()) return *node.value<bool>();
+        error(node, "'" + std::string(key) + "' must be true or false");
+        return std::nullopt;
+    }
+
+    std::optional<unsigned> count(const toml::node& node, std::string_view key) {
+        auto i = node.is_integer() ? node.value<int64_t>() : std::nullopt;
+        if (i && *i > 0 && *i < (1 << 20)) return unsigned(*i);
+        error(node, "'" + std::string(key) + "' must be a positive whole number");
+        return std::nullopt;
+    }
+
+    std::optional<uint64_t> duration(const toml::node& node, std::string_view key) {
+        auto text = scalar_text(node);
+        if (text)
+            if (auto ms = parse_duration_ms(*text); ms && *ms > 0) return ms;
+        error(node, "'" + std::string(key) + "' must be a duration such as 30, 500ms, 10s, 2m");
+        return std::nullopt;
+    }
+
+    std::optional<std::vector<std::string>> strings(const toml::node& node, std::string_view key) {
+        std::vector<std::string> out;
+        if (node.is_string()) {
+            out.push_back(*node.value<std::string>());
+            return out;
+        }
+        const toml::array* array = node.as_array();
+        if (array) {
+            for (const toml::node& item : *array) {
+                if (!item.is_string()) break;
+                out.push_back(*item.value<std::string>());
+            }
+            if (out.size() == array->size()) return out;
+        }
+        error(node, "'" + std::string(key) + "' must be a string or an array of strings");
+        return std::nullopt;
+    }
+
+    void top_level(const toml::table& table, ConfigFile& out) {
+        for (auto&& [key, node] : table) {
+            std::string name(key.str());
+            if (name == "site") {
+                sites(node, out);
+                continue;
+            }
+            if (name == "config") {
+                error(node, "'config' cannot name another file");
+                continue;
+            }
+            std::string option = "--" + name;
+            std::replace(option.begin() + 2, option.end(), '_', '-');
+            out.origins[option] = position(path_, node.source());
+            if (node.is_boolean()) {
+                // Flags: true means "given"; false leaves the default.
+                if (*node.value<bool>()) out.arguments.push_back(option);
+            } else if (auto text = scalar_text(node)) {
+                out.arguments.push_back(option);
+                out.arguments.push_back(*text);
+            } else if (const toml::array* array = node.as_array()) {
+                for (const toml::node& item : *array) {
+                    auto text = scalar_text(item);
+                    if (!text) {
+                        error(item, "'" + name + "' must hold plain values");
+                        continue;
+                    }
+                    out.arguments.push_back(option);
+                    out.arguments.push_back(*text);
+                }
+            } else {
+                error(node, "unknown section '" + name + "'");
+            }
+        }
+    }
+
+    void sites(const toml::node& node, ConfigFile& out) {
+        const toml::array* array = node.as_array();
+        if (!array || !array->is_array_of_tables()) {
+            error(node, "'site' must be written as [[site]] blocks");
+            return;
+        }
+        for (const toml::node& item : *array) {
+            SiteConfig site;
+            site.origin = position(path_, item.source());
+            site_keys(*item.as_table(), site);
+            if (site.root.empty()) error(item, "[[site]] needs a 'root'");
+            out.sites.push_back(std::move(site));
+        }
+        bool any_default = std::any_of(out.sites.begin(), out.sites.end(),
+                                       [](const SiteConfig& s) { return s.is_default; });
+        if (!any_default && !out.sites.empty()) out.sites.front().is_default = true;
+        if (std::count_if(out.sites.begin(), out.sites.end(),
+                          [](const SiteConfig& s) { return s.is_default; }) > 1)
+            error(node, "more than one [[site]] has default = true");
+    }
+
+    void site_keys(const toml::table& table, SiteConfig& site) {
+        for (auto&& [key, node] : table) {
+            std::string_view name = key.str();
+            if (name == "server_names") {
+                if (auto names = strings(node, name)) site.server_names = *names;
+            } else if (name == "default") {
+                if (auto b = boolean(node, name)) site.is_default = *b;
+            } else if (name == "root") {
+                if (auto root = string(node, name)) site.root = *root;
+            } else if (name == "index") {
+                site.index = strings(node, name);
+            } else if (name == "autoindex") {
+                site.autoindex = boolean(node, name);
+            } else if (name == "dotfiles") {
+                auto text = string(node, name);
+                if (text && *text != "allow" && *text != "deny")
+                    error(node, "'dotfiles' is allow or deny");
+                else if (text)
+                    site.dotfiles_allow = *text == "allow";
+            } else if (name == "access_log") {
+                site.access_log = string(node, name);
+            } else if (name == "fastcgi") {
+                fastcgi(node, site);
+            } else if (name == "error_page") {
+                error_pages(node, site);
+            } else if (name == "headers") {
+                header_rules(node, site);
+            } else if (name == "redirects") {
+                redirects(node, site);
+            } else {
+                error(node, "unknown key '" + std::string(name) + "' in [[site]]");
+            }
+        }
+    }
+
+    void fastcgi(const toml::node& node, SiteConfig& site) {
+        SiteFastCgi fastcgi;
+        if (node.is_string()) {
+            fastcgi.address = *node.value<std::string>();
+            site.fastcgi = fastcgi;
+            return;
+        }
+        const toml::table* table = node.as_table();
+        if (!table) return error(node, "'fastcgi' is an address or a table");
+        for (auto&& [key, value] : *table) {
+            std::string_view name = key.str();
+            if (name == "address") {
+                if (auto a = string(value, name)) fastcgi.address = *a;
+            } else if (name == "ext") {
+                if (auto e = strings(value, name)) fastcgi.ext = *e;
+            } else if (name == "pool") {
+                fastcgi.pool = count(value, name);
+            } else if (name == "queue") {
+                fastcgi.queue = count(value, name);
+            } else if (name == "timeout") {
+                fastcgi.timeout_ms = duration(value, name);
+            } else {
+                error(value, "unknown key '" + std::string(name) + "' in fastcgi");
+            }
+        }
+        if (fastcgi.address.empty()) error(node, "fastcgi needs an 'address'");
+        site.fastcgi = fastcgi;
+    }
+
+    void error_pages(const toml::node& node, SiteConfig& site) {
+        const toml::table* table = node.as_table();
+        if (!table)
+            return error(node, "'error_page' is a table such as error_page.404 = \"/404.html\"");
+        for (auto&& [key, value] : *table) {
+            std::string code(key.str());
+            int status = std::atoi(code.c_str());
+            if (code.size() != 3 || status < 400 || status > 599)
+                error(value, "error_page." + code + ": not a 4xx or 5xx status");
+            else if (auto page = string(value, "error_page." + code);
+                     page && !page->starts_with("/"))
+                error(value, "error_page." + code + " must be a path starting with /");
+            else if (page)
+                site.error_pages[status] = *page;
+        }
+    }
+
+    void header_rules(const toml::node& node, SiteConfig& site) {
+        const toml::array* array = node.as_array();
+        if (!array || !array->is_array_of_tables())
+            return error(node, "'headers' is a list of {match, name, value} tables");
+        for (const toml::node& item : *array) {
+            HeaderRule rule;
+            for (auto&& [key, value] : *item.as_table()) {
+                std::string_view name = key.str();
+                auto text = string(value, name);
+                if (!text) continue;
+                if (name == "match")
+                    rule.match = *text;
+                else if (name == "name")
+                    rule.name = *text;
+                else if (name == "value")
+                    rule.value = *text;
+                else
+                    error(value, "unknown key '" + std::string(name) + "' in headers");
+            }
+            bool bad_name =
+                rule.name.empty() || rule.name.find_first_of(" :\r\n\t") != std::string::npos;
+            if (rule.match.empty() || bad_name ||
+                rule.value.find_first_of("\r\n") != std::string::npos)
+                error(item, "a header rule needs match, a valid name and a one-line value");
+            else
+                site.headers.push_back(rule);
+        }
+    }
+
+    void redirects(const toml::node& node, SiteConfig& site) {
+        const toml::array* array = node.as_array();
+        if (!array || !array->is_array_of_tables())
+            return error(node, "'redirects' is a list of {from, to, status} tables");
+        for (const toml::node& item : *array) {
+            Redirect redirect;
+            for (auto&& [key, value] : *item.as_table()) {
+                std::string_view name = key.str();
+                if (name == "from" || name == "to") {
+                    auto text = string(value, name);
+                    if (text) (name == "from" ? redirect.from : redirect.to) = *text;
+                } else if (name == "status") {
+                    auto status = value.is_integer() ? value.value<int64_t>() : std::nullopt;
+                    if (!status ||
+                        (*status != 301 && *status != 302 && *status != 307 && *status != 308))
+                        error(value, "redirect status is 301, 302, 307 or 308");
+                    else
+                        redirect.status = int(*status);
+                } else {
+                    error(value, "unknown key '" + std::string(name) + "' in redirects");
+                }
+            }
+            if (!redirect.from.starts_with("/") || redirect.to.empty() ||
+                redirect.to.find_first_of("\r\n") != std::string::npos)
+                error(item, "a redirect needs from (a path) and to");
+            else
+                site.redirects.push_back(redirect);
+        }
+    }
+
+private:
+    const std::string& path_;
+    std::vector<std::string>& errors_;
+};
+
+} // namespace
+
+bool load_config_file(const std::string& path, ConfigFile& out, std::vector<std::string>& errors) {
+    size_t errors_before = errors.size();
+    toml::table table;
+    try {
+        table = toml::parse_file(path);
+    } catch (const toml::parse_error& e) {
+        if (e.source().begin.line == 0) // the file itself could not be read
+            errors.push_back(path + ": cannot read: " + std::string(e.description()));
+        else
+            errors.push_back(position(path, e.source()) + ": " + std::string(e.description()));
+        return false;
+    }
+    Reader reader(path, errors);
+    reader.top_level(table, out);
+    // toml++ keeps keys sorted by name; report problems in file order.
+    auto line_of = [&](const std::string& message) {
+        size_t at = message.find(':', path.size());
+        return std::atol(message.c_str() + at + 1) * 100000 +
+               std::atol(message.c_str() + message.find(':', at + 1) + 1);
+    };
+    std::stable_sort(
+        errors.begin() + long(errors_before), errors.end(),
+        [&](const std::string& a, const std::string& b) { return line_of(a) < line_of(b); });
+    return errors.size() == errors_before;
+}
+
+bool expand_config_argument(int argc, char** argv, std::vector<std::string>& expanded,
+                            std::vector<SiteConfig>& sites,
+                            std::map<std::string, std::string>& origins, bool& check_only,
+                            std::string& config_path, std::vector<std::string>& errors) {
+    std::vector<std::string> command_line;
+    check_only = false;
+    config_path.clear();
+    for (int i = 1; i < argc; ++i) {
+        std::string_view arg = argv[i];
+        if (arg == "-t" || arg == "--test-config") {
+            check_only = true;
+        } else if ((arg == "--config" || arg == "-c") && i + 1 < argc) {
+            config_path = argv[++i];
+        } else if (arg.starts_with("--config=")) {
+            config_path = std::string(arg.substr(9));
+        } else {
+            command_line.emplace_back(arg);
+        }
+    }
+    expanded.assign(1, argc > 0 ? argv[0] : "lepus");
+    if (config_path.empty()) {
+        if (check_only) errors.push_back("-t needs --config FILE");
+        expanded.insert(expanded.end(), command_line.begin(), command_line.end());
+        return errors.empty();
+    }
+    ConfigFile file;
+    if (!load_config_file(config_path, file, errors)) return false;
+    // A list option on the command line replaces the file's list.
+    auto on_command_line = [&](const std::string& option) {
+        return std::find(command_line.begin(), command_line.end(), option) != command_line.end();
+    };
+    for (size_t i = 0; i < file.arguments.size(); ++i) {
+        const std::string& arg = file.arguments[i];
+        if (is_list_option(arg) && on_command_line(arg)) {
+            ++i; // skip its value too
+            continue;
+        }
+        expanded.push_back(arg);
+    }
+    expanded.insert(expanded.end(), command_line.begin(), command_line.end());
+    sites = std::move(file.sites);
+    origins = std::move(file.origins);
+    return true;
+}
+
+} // namespace lepus

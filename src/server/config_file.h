@@ -1,0 +1,74 @@
+// The config file: `lepus --config lepus.toml`.
+//
+// Top-level keys are the command-line options with dashes turned into
+// underscores (`access_log` is `--access-log`, `listen` an array). They are
+// turned back into arguments and parsed by the very same CLI11 definitions, so
+// every option has a key and both are validated alike; options given on the
+// command line win. `[[site]]` blocks describe virtual hosts.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace lepus {
+
+// Extra response header for requests whose path matches.
+struct HeaderRule {
+    std::string match; // "*.css" (extension), "/static/" (path prefix), or "*" (everything)
+    std::string name;
+    std::string value;
+};
+
+struct Redirect {
+    std::string from; // exact path
+    std::string to;   // URL or path
+    int status = 301; // 301, 302, 307 or 308
+};
+
+struct SiteFastCgi {
+    std::string address;
+    std::vector<std::string> ext;
+    std::optional<unsigned> pool, queue;
+    std::optional<uint64_t> timeout_ms;
+};
+
+struct SiteConfig {
+    std::vector<std::string> server_names; // "example.com", "*.example.com"
+    bool is_default = false;               // `default = true`, or the first site
+    std::string root;
+    std::optional<std::vector<std::string>> index;
+    std::optional<bool> autoindex, dotfiles_allow;
+    std::optional<std::string> access_log;
+    std::optional<SiteFastCgi> fastcgi;
+    std::map<int, std::string> error_pages; // status -> path under the root
+    std::vector<HeaderRule> headers;
+    std::vector<Redirect> redirects;
+    std::string origin; // "lepus.toml:12:1", for messages
+};
+
+struct ConfigFile {
+    // "--access-log", "/var/log/lepus/access.log", ... and "ROOT" for `root`.
+    std::vector<std::string> arguments;
+    // For messages about arguments: "--access-log" -> "lepus.toml:3:1".
+    std::map<std::string, std::string> origins;
+    std::vector<SiteConfig> sites;
+};
+
+// Reads and checks `path`. On failure returns false with one message per
+// problem, each "FILE:LINE:COLUMN: what" (unknown keys are errors).
+bool load_config_file(const std::string& path, ConfigFile& out, std::vector<std::string>& errors);
+
+// The command line to parse: `--config FILE` (or `-c FILE`) in argv is replaced
+// by the file's arguments, placed before the others so that the command line
+// wins; a list option given on the command line replaces the file's list.
+// Returns false with the errors when the file cannot be used. `check_only`
+// tells whether `-t` was given; `sites` receives the [[site]] blocks.
+bool expand_config_argument(int argc, char** argv, std::vector<std::string>& expanded,
+                            std::vector<SiteConfig>& sites,
+                            std::map<std::string, std::string>& origins, bool& check_only,
+                            std::string& config_path, std::vector<std::string>& errors);
+
+} // namespace lepus

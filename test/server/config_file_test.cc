@@ -1,0 +1,176 @@
+#include "server/config_file.h"
+
+#include <cstdlib>
+#include <fstream>
+#include <gtest/gtest.h>
+#include <string>
+#include <unistd.h>
+
+namespace lepus {
+namespace {
+
+class ConfigFileTest : public ::testing::Test {
+protected:
+    void SetUp() override {
+        char pattern[] = "/tmp/lepus-config-XXXXXX";
+        dir_ = mkdtemp(pattern);
+    }
+    void TearDown() override { std::system(("rm -rf " + dir_).c_str()); }
+
+    std::string write(const std::string& text) {
+        std::string path = dir_ + "/lepus.toml";
+        std::ofstream(path) << text;
+        return path;
+    }
+
+    std::string dir_;
+};
+
+TEST_F(ConfigFileTest, TopLevelKeysBecomeArguments) {
+    ConfigFile config;
+    std::vector<std::string> errors;
+    ASSERT_TRUE(load_config_file(write(R"(
+root = "/srv/www"
+listen = ["127.0.0.1:8080", "[::1]:8080"]
+threads = 2
+access_log = "/var/log/lepus/access.log"
+keepalive_timeout = "30s"
+autoindex = true
+no_pin = false
+)"),
+                                 config, errors));
+    // toml++ orders keys by name; the order does not matter to the parser.
+    std::vector<std::string> expected = {"--access-log",
+                                         "/var/log/lepus/access.log",
+                                         "--autoindex",
+                                         "--keepalive-timeout",
+                                         "30s",
+                                         "--listen",
+                                         "127.0.0.1:8080",
+                                         "--listen",
+                                         "[::1]:8080",
+                                         "--root",
+                                         "/srv/www",
+                                         "--threads",
+                                         "2"};
+    EXPECT_EQ(config.arguments, expected);
+    EXPECT_EQ(config.origins["--threads"], dir_ + "/lepus.toml:4:11");
+}
+
+TEST_F(ConfigFileTest, SyntaxErrorHasLineAndColumn) {
+    ConfigFile config;
+    std::vector<std::string> errors;
+    EXPECT_FALSE(load_config_file(write("threads = 2\nlisten = [\n"), config, errors));
+    ASSERT_EQ(errors.size(), 1u);
+    EXPECT_NE(errors[0].find("lepus.toml:"), std::string::npos) << errors[0];
+}
+
+TEST_F(ConfigFileTest, MissingFileIsAnError) {
+    ConfigFile config;
+    std::vector<std::string> errors;
+    EXPECT_FALSE(load_config_file(dir_ + "/nope.toml", config, errors));
+    ASSERT_EQ(errors.size(), 1u);
+}
+
+TEST_F(ConfigFileTest, Sites) {
+    ConfigFile config;
+    std::vector<std::string> errors;
+    ASSERT_TRUE(load_config_file(write(R"(
+[[site]]
+server_names = ["example.com", "www.example.com"]
+root = "/srv/example"
+index = ["index.php", "index.html"]
+fastcgi = { address = "unix:/run/php/php8.2-fpm.sock", pool = 4, timeout = "30s" }
+error_page.404 = "/404.html"
+headers = [ { match = "*.css", name = "Cache-Control", value = "max-age=3600" } ]
+redirects = [ { from = "/old", to = "/new", status = 308 } ]
+
+[[site]]
+server_names = "*.example.org"
+root = "/srv/org"
+default = true
+dotfiles = "allow"
+)"),
+                                 config, errors))
+        << (errors.empty() ? "" : errors[0]);
+    ASSERT_EQ(config.sites.size(), 2u);
+    const SiteConfig& first = config.sites[0];
+    EXPECT_EQ(first.server_names.size(), 2u);
+    EXPECT_FALSE(first.is_default);
+    EXPECT_EQ(first.index->front(), "index.php");
+    EXPECT_EQ(first.fastcgi->address, "unix:/run/php/php8.2-fpm.sock");
+    EXPECT_EQ(*first.fastcgi->pool, 4u);
+    EXPECT_EQ(*first.fastcgi->timeout_ms, 30000u);
+    EXPECT_EQ(first.error_pages.at(404), "/404.html");
+    EXPECT_EQ(first.headers.at(0).name, "Cache-Control");
+    EXPECT_EQ(first.redirects.at(0).status, 308);
+    EXPECT_TRUE(config.sites[1].is_default);
+    EXPECT_TRUE(*config.sites[1].dotfiles_allow);
+}
+
+TEST_F(ConfigFileTest, FirstSiteIsDefaultWhenNoneSaysSo) {
+    ConfigFile config;
+    std::vector<std::string> errors;
+    ASSERT_TRUE(load_config_file(write("[[site]]\nroot = \"/a\"\n[[site]]\nroot = \"/b\"\n"),
+                                 config, errors));
+    EXPECT_TRUE(config.sites[0].is_default);
+    EXPECT_FALSE(config.sites[1].is_default);
+}
+
+TEST_F(ConfigFileTest, UnknownAndInvalidSiteKeysAreErrorsWithPositions) {
+    ConfigFile config;
+    std::vector<std::string> errors;
+    EXPECT_FALSE(load_config_file(write(R"([[site]]
+root = "/a"
+rot = "/b"
+autoindex = "yes"
+redirects = [ { from = "/x", to = "/y", status = 200 } ]
+error_page.200 = "/ok.html"
+)"),
+                                  config, errors));
+    ASSERT_EQ(errors.size(), 4u);
+    EXPECT_NE(errors[0].find("lepus.toml:3:7: unknown key 'rot'"), std::string::npos) << errors[0];
+    EXPECT_NE(errors[1].find(":4:"), std::string::npos) << errors[1];
+    EXPECT_NE(errors[2].find("redirect status"), std::string::npos) << errors[2];
+    EXPECT_NE(errors[3].find("error_page.200"), std::string::npos) << errors[3];
+}
+
+TEST_F(ConfigFileTest, ExpandPutsTheFileBeforeTheCommandLine) {
+    std::string path = write("listen = [\"127.0.0.1:1\"]\nthreads = 4\n");
+    std::vector<std::string> args = {"lepus", "--config", path,         "--threads",
+                                     "2",     "--listen", "127.0.0.1:2"};
+    std::vector<char*> argv;
+    for (auto& a : args)
+        argv.push_back(a.data());
+    std::vector<std::string> expanded, errors;
+    std::vector<SiteConfig> sites;
+    std::map<std::string, std::string> origins;
+    bool check = true;
+    std::string config_path;
+    ASSERT_TRUE(expand_config_argument(int(argv.size()), argv.data(), expanded, sites, origins,
+                                       check, config_path, errors));
+    EXPECT_FALSE(check);
+    EXPECT_EQ(config_path, path);
+    // The file's list is dropped because the command line gives --listen.
+    std::vector<std::string> expected = {"lepus", "--threads", "4",          "--threads",
+                                         "2",     "--listen",  "127.0.0.1:2"};
+    EXPECT_EQ(expanded, expected);
+}
+
+TEST_F(ConfigFileTest, CheckFlagNeedsAConfig) {
+    std::vector<std::string> args = {"lepus", "-t"};
+    std::vector<char*> argv;
+    for (auto& a : args)
+        argv.push_back(a.data());
+    std::vector<std::string> expanded, errors;
+    std::vector<SiteConfig> sites;
+    std::map<std::string, std::string> origins;
+    bool check = false;
+    std::string config_path;
+    EXPECT_FALSE(expand_config_argument(2, argv.data(), expanded, sites, origins, check,
+                                        config_path, errors));
+    EXPECT_TRUE(check);
+}
+
+} // namespace
+} // namespace lepus
