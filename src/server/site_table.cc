@@ -1,0 +1,76 @@
+#include "server/site_table.h"
+
+#include <algorithm>
+#include <cctype>
+
+namespace lepus {
+namespace {
+
+// "Example.COM:8080" -> "example.com"; "[::1]:80" -> "[::1]".
+std::string normalize_host(std::string_view host) {
+    if (!host.empty() && host.front() == '[') {
+        host = host.substr(0, host.find(']') + 1);
+    } else if (size_t colon = host.rfind(':'); colon != std::string_view::npos) {
+        host = host.substr(0, colon);
+    }
+    if (!host.empty() && host.back() == '.') host.remove_suffix(1);
+    std::string out(host);
+    for (char& c : out)
+        c = char(std::tolower(static_cast<unsigned char>(c)));
+    return out;
+}
+
+bool ends_with_extension(std::string_view path, std::string_view extension) {
+    return path.size() > extension.size() && path.ends_with(extension) &&
+           path[path.size() - extension.size() - 1] != '/';
+}
+
+} // namespace
+
+SiteTable::SiteTable(std::vector<SiteConfig> sites) : sites_(std::move(sites)) {
+    for (auto& site : sites_)
+        for (auto& name : site.server_names)
+            name = normalize_host(name);
+    for (size_t i = 0; i < sites_.size(); ++i)
+        if (sites_[i].is_default) default_site_ = i;
+}
+
+size_t SiteTable::match(std::string_view host_header) const {
+    std::string host = normalize_host(host_header);
+    size_t best = default_site_;
+    size_t best_length = 0;
+    for (size_t i = 0; i < sites_.size(); ++i) {
+        for (const std::string& name : sites_[i].server_names) {
+            if (name == host) return i;
+            // "*.example.com": the suffix ".example.com" after at least one label.
+            if (name.size() > 2 && name.starts_with("*.")) {
+                std::string_view suffix = std::string_view(name).substr(1);
+                if (host.size() > suffix.size() && host.ends_with(suffix) &&
+                    suffix.size() > best_length) {
+                    best = i;
+                    best_length = suffix.size();
+                }
+            }
+        }
+    }
+    return best;
+}
+
+const Redirect* find_redirect(const SiteConfig& site, std::string_view path) {
+    for (const Redirect& redirect : site.redirects)
+        if (redirect.from == path) return &redirect;
+    return nullptr;
+}
+
+void append_rule_headers(const SiteConfig& site, std::string_view path, std::string& out) {
+    for (const HeaderRule& rule : site.headers) {
+        std::string_view match = rule.match;
+        bool applies = match == "*" ||
+                       (match.starts_with("*.") && ends_with_extension(path, match.substr(1))) ||
+                       (match.starts_with("/") && path.starts_with(match));
+        if (!applies) continue;
+        out.append(rule.name).append(": ").append(rule.value).append("\r\n");
+    }
+}
+
+} // namespace lepus

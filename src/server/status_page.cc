@@ -1,0 +1,132 @@
+#include "server/status_page.h"
+
+#include <cstdio>
+
+namespace lepus {
+namespace {
+
+void append_number(std::string& out, uint64_t value) {
+    out += std::to_string(value);
+}
+
+void append_field(std::string& out, const char* name, uint64_t value, bool comma = true) {
+    out += '"';
+    out += name;
+    out += "\": ";
+    append_number(out, value);
+    if (comma) out += ", ";
+}
+
+using ReactorField = uint64_t StatusSnapshot::Reactor::*;
+
+void append_metric(std::string& out, const char* name, const char* type, const char* help) {
+    out += "# HELP ";
+    out += name;
+    out += ' ';
+    out += help;
+    out += "\n# TYPE ";
+    out += name;
+    out += ' ';
+    out += type;
+    out += '\n';
+}
+
+void append_per_reactor(std::string& out, const StatusSnapshot& status, const char* name,
+                        const char* type, const char* help, ReactorField field,
+                        const char* extra_label = nullptr) {
+    append_metric(out, name, type, help);
+    for (size_t i = 0; i < status.reactors.size(); ++i) {
+        out += name;
+        out += "{reactor=\"" + std::to_string(i) + "\"";
+        if (extra_label) out += std::string(",") + extra_label;
+        out += "} ";
+        append_number(out, status.reactors[i].*field);
+        out += '\n';
+    }
+}
+
+} // namespace
+
+void render_status_json(const StatusSnapshot& status, std::string& out) {
+    char uptime[32];
+    std::snprintf(uptime, sizeof uptime, "%.3f", status.uptime_seconds);
+    out += "{\"version\": \"" + status.version + "\", \"uptime_seconds\": " + uptime;
+    out += ", \"reactors\": [";
+    for (size_t i = 0; i < status.reactors.size(); ++i) {
+        const auto& r = status.reactors[i];
+        out += i ? ", {" : "{";
+        append_field(out, "reactor", i);
+        out += "\"connections\": {";
+        append_field(out, "active", r.active);
+        append_field(out, "reading", r.reading);
+        append_field(out, "writing", r.writing);
+        append_field(out, "idle", r.idle, false);
+        out += "}, ";
+        append_field(out, "requests", r.requests);
+        append_field(out, "bytes_sent", r.bytes_sent);
+        append_field(out, "open_file_cache_hits", r.cache_hits);
+        append_field(out, "open_file_cache_misses", r.cache_misses);
+        out += "\"fastcgi\": {";
+        append_field(out, "busy", r.fastcgi_busy);
+        append_field(out, "idle", r.fastcgi_idle);
+        append_field(out, "queued", r.fastcgi_queued, false);
+        out += "}}";
+    }
+    out += "], \"status_codes\": {";
+    for (size_t i = 0; i < status.status_codes.size(); ++i) {
+        if (i) out += ", ";
+        out += '"' + std::to_string(status.status_codes[i].first) + "\": ";
+        append_number(out, status.status_codes[i].second);
+    }
+    out += "}, \"fastcgi\": {";
+    append_field(out, "rejected_503", status.fastcgi_503);
+    append_field(out, "bad_gateway_502", status.fastcgi_502);
+    append_field(out, "timeout_504", status.fastcgi_504, false);
+    out += "}, ";
+    append_field(out, "log_lines_dropped", status.log_lines_dropped, false);
+    out += "}\n";
+}
+
+void render_status_prometheus(const StatusSnapshot& status, std::string& out) {
+    char uptime[32];
+    std::snprintf(uptime, sizeof uptime, "%.3f", status.uptime_seconds);
+    append_metric(out, "lepus_uptime_seconds", "gauge", "Seconds since lepus started.");
+    out += std::string("lepus_uptime_seconds ") + uptime + "\n";
+    using R = StatusSnapshot::Reactor;
+    append_metric(out, "lepus_connections", "gauge", "Client connections by state.");
+    const std::pair<const char*, ReactorField> states[] = {
+        {"reading", &R::reading}, {"writing", &R::writing}, {"idle", &R::idle}};
+    for (size_t i = 0; i < status.reactors.size(); ++i)
+        for (auto& [state, field] : states)
+            out += "lepus_connections{reactor=\"" + std::to_string(i) + "\",state=\"" + state +
+                   "\"} " + std::to_string(status.reactors[i].*field) + "\n";
+    append_per_reactor(out, status, "lepus_requests_total", "counter", "Requests served.",
+                       &R::requests);
+    append_per_reactor(out, status, "lepus_sent_bytes_total", "counter",
+                       "Response bytes sent (heads and bodies).", &R::bytes_sent);
+    append_per_reactor(out, status, "lepus_open_file_cache_hits_total", "counter",
+                       "Open-file cache hits.", &R::cache_hits);
+    append_per_reactor(out, status, "lepus_open_file_cache_misses_total", "counter",
+                       "Open-file cache misses.", &R::cache_misses);
+    append_per_reactor(out, status, "lepus_fastcgi_connections_busy", "gauge",
+                       "Backend connections with a request in flight.", &R::fastcgi_busy);
+    append_per_reactor(out, status, "lepus_fastcgi_queued", "gauge",
+                       "Requests waiting for a backend connection.", &R::fastcgi_queued);
+    append_metric(out, "lepus_responses_total", "counter", "Responses by status code.");
+    for (auto& [code, count] : status.status_codes)
+        out += "lepus_responses_total{code=\"" + std::to_string(code) + "\"} " +
+               std::to_string(count) + "\n";
+    append_metric(out, "lepus_fastcgi_failures_total", "counter",
+                  "FastCGI requests answered by lepus with an error.");
+    out +=
+        "lepus_fastcgi_failures_total{code=\"502\"} " + std::to_string(status.fastcgi_502) + "\n";
+    out +=
+        "lepus_fastcgi_failures_total{code=\"503\"} " + std::to_string(status.fastcgi_503) + "\n";
+    out +=
+        "lepus_fastcgi_failures_total{code=\"504\"} " + std::to_string(status.fastcgi_504) + "\n";
+    append_metric(out, "lepus_log_lines_dropped_total", "counter",
+                  "Log lines dropped because the disk fell behind.");
+    out += "lepus_log_lines_dropped_total " + std::to_string(status.log_lines_dropped) + "\n";
+}
+
+} // namespace lepus

@@ -1,0 +1,34 @@
+// The status page (--status-path): what the server is doing, as JSON or in
+// the Prometheus text exposition format. Rendering only; the counters are
+// gathered into a StatusSnapshot by the server.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace lepus {
+
+struct StatusSnapshot {
+    struct Reactor {
+        uint64_t active = 0, reading = 0, writing = 0, idle = 0;
+        uint64_t requests = 0, bytes_sent = 0;
+        uint64_t cache_hits = 0, cache_misses = 0;
+        uint64_t fastcgi_busy = 0, fastcgi_idle = 0, fastcgi_queued = 0;
+    };
+    double uptime_seconds = 0;
+    std::string version;
+    std::vector<Reactor> reactors;
+    std::vector<std::pair<int, uint64_t>> status_codes; // (code, responses), ascending
+    uint64_t fastcgi_503 = 0, fastcgi_502 = 0, fastcgi_504 = 0;
+    uint64_t log_lines_dropped = 0;
+};
+
+// {"uptime_seconds": ..., "reactors": [...], "status_codes": {"200": n}, ...}
+void render_status_json(const StatusSnapshot& status, std::string& out);
+
+// lepus_* metrics with labels reactor="i" and code="200"; text format 0.0.4.
+void render_status_prometheus(const StatusSnapshot& status, std::string& out);
+
+} // namespace lepus

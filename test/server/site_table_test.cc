@@ -1,0 +1,62 @@
+#include "server/site_table.h"
+
+#include <gtest/gtest.h>
+
+namespace lepus {
+namespace {
+
+SiteConfig make_site(std::vector<std::string> names, bool is_default = false) {
+    SiteConfig site;
+    site.server_names = std::move(names);
+    site.is_default = is_default;
+    site.root = "/srv";
+    return site;
+}
+
+TEST(SiteTable, ExactThenLongestWildcardThenDefault) {
+    SiteTable table({make_site({"example.com", "www.example.com"}), make_site({"*.example.com"}),
+                     make_site({"*.api.example.com"}), make_site({"other.org"}, true)});
+    EXPECT_EQ(table.match("example.com"), 0u);
+    EXPECT_EQ(table.match("WWW.Example.com:8080"), 0u);
+    EXPECT_EQ(table.match("shop.example.com"), 1u);
+    EXPECT_EQ(table.match("a.b.example.com"), 1u);
+    EXPECT_EQ(table.match("v1.api.example.com"), 2u);
+    EXPECT_EQ(table.match("example.com."), 0u);
+    EXPECT_EQ(table.match("unknown.net"), 3u);
+    EXPECT_EQ(table.match(""), 3u);
+    EXPECT_EQ(table.match("xexample.com"), 3u); // not a subdomain
+}
+
+TEST(SiteTable, DefaultIsTheFlaggedSite) {
+    SiteTable table({make_site({"a"}), make_site({"b"}, true)});
+    EXPECT_EQ(table.match("c"), 1u);
+    EXPECT_EQ(table.match("[::1]:80"), 1u);
+}
+
+TEST(SiteRules, RedirectsMatchExactPaths) {
+    SiteConfig site = make_site({"a"});
+    site.redirects = {{"/old", "https://example.com/new", 308}};
+    ASSERT_NE(find_redirect(site, "/old"), nullptr);
+    EXPECT_EQ(find_redirect(site, "/old")->status, 308);
+    EXPECT_EQ(find_redirect(site, "/old/"), nullptr);
+    EXPECT_EQ(find_redirect(site, "/older"), nullptr);
+}
+
+TEST(SiteRules, HeadersByExtensionPrefixOrAll) {
+    SiteConfig site = make_site({"a"});
+    site.headers = {{"*.css", "Cache-Control", "max-age=3600"},
+                    {"/static/", "X-Static", "1"},
+                    {"*", "X-Site", "a"}};
+    std::string out;
+    append_rule_headers(site, "/static/app.css", out);
+    EXPECT_EQ(out, "Cache-Control: max-age=3600\r\nX-Static: 1\r\nX-Site: a\r\n");
+    out.clear();
+    append_rule_headers(site, "/index.html", out);
+    EXPECT_EQ(out, "X-Site: a\r\n");
+    out.clear();
+    append_rule_headers(site, "/.css", out); // a dotfile, not the extension
+    EXPECT_EQ(out, "X-Site: a\r\n");
+}
+
+} // namespace
+} // namespace lepus

@@ -1,0 +1,62 @@
+#include "server/status_page.h"
+
+#include <gtest/gtest.h>
+#include <regex>
+#include <sstream>
+
+namespace lepus {
+namespace {
+
+StatusSnapshot sample() {
+    StatusSnapshot status;
+    status.version = "0.1.0";
+    status.uptime_seconds = 12.5;
+    StatusSnapshot::Reactor r;
+    r.active = 3;
+    r.reading = 1;
+    r.writing = 1;
+    r.idle = 1;
+    r.requests = 42;
+    r.bytes_sent = 4096;
+    status.reactors = {r, StatusSnapshot::Reactor{}};
+    status.status_codes = {{200, 40}, {404, 2}};
+    status.fastcgi_502 = 1;
+    return status;
+}
+
+TEST(StatusPage, JsonHasTheCounters) {
+    std::string out;
+    render_status_json(sample(), out);
+    EXPECT_NE(out.find("\"uptime_seconds\": 12.500"), std::string::npos) << out;
+    EXPECT_NE(out.find("\"requests\": 42"), std::string::npos);
+    EXPECT_NE(out.find("\"status_codes\": {\"200\": 40, \"404\": 2}"), std::string::npos);
+    EXPECT_NE(out.find("\"bad_gateway_502\": 1"), std::string::npos);
+    // Balanced braces and brackets (the e2e test parses it with python's json).
+    int depth = 0;
+    for (char c : out) {
+        if (c == '{' || c == '[') ++depth;
+        if (c == '}' || c == ']') --depth;
+        ASSERT_GE(depth, 0);
+    }
+    EXPECT_EQ(depth, 0);
+}
+
+TEST(StatusPage, PrometheusLinesAreWellFormed) {
+    std::string out;
+    render_status_prometheus(sample(), out);
+    std::regex sample_line(R"(^[a-z_]+(\{[a-z]+="[^"]*"(,[a-z]+="[^"]*")*\})? [0-9.]+$)");
+    std::istringstream lines(out);
+    std::string line;
+    int samples = 0;
+    while (std::getline(lines, line)) {
+        if (line.starts_with("# HELP ") || line.starts_with("# TYPE ")) continue;
+        EXPECT_TRUE(std::regex_match(line, sample_line)) << line;
+        ++samples;
+    }
+    EXPECT_GT(samples, 10);
+    EXPECT_NE(out.find("lepus_requests_total{reactor=\"0\"} 42\n"), std::string::npos);
+    EXPECT_NE(out.find("lepus_responses_total{code=\"404\"} 2\n"), std::string::npos);
+}
+
+} // namespace
+} // namespace lepus
