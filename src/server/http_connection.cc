@@ -52,7 +52,9 @@ void HttpConnection::on_events(uint32_t events) {
     if (events & EPOLLRDHUP) readable_ = rdhup_ = true;
     if (events & kResumeEvent) bytes_this_pass_ = 0, requests_this_pass_ = 0;
     // An EPOLLOUT edge alone only matters to a response that is waiting.
-    if (!(events & (EPOLLIN | EPOLLRDHUP | kResumeEvent)) && phase_ != Phase::Writing) return;
+    if (!(events & (EPOLLIN | EPOLLRDHUP | kResumeEvent)) && phase_ != Phase::Writing &&
+        !(phase_ == Phase::Upstream && proxy_blocked_))
+        return;
     drive();
 }
 
@@ -67,28 +69,44 @@ void HttpConnection::on_force_close() {
     close();
 }
 
+void HttpConnection::on_upstream_progress() {
+    if (in_drive_)
+        upstream_progress_ = true; // drive() looks again before it waits
+    else
+        drive();
+}
+
 void HttpConnection::drive() {
     if (in_drive_ || closed_) return;
     in_drive_ = true;
     bytes_this_pass_ = 0;
     requests_this_pass_ = 0;
     Step step = Step::Continue;
-    while (step == Step::Continue) {
-        switch (phase_) {
-        case Phase::Idle:
-        case Phase::ReadingHead:
-            step = read_head();
-            break;
-        case Phase::ReadingBody:
-            step = read_body();
-            break;
-        case Phase::Writing:
-            step = write_response();
-            break;
-        case Phase::Lingering:
-            step = linger();
-            break;
+    for (;;) {
+        while (step == Step::Continue) {
+            switch (phase_) {
+            case Phase::Idle:
+            case Phase::ReadingHead:
+                step = read_head();
+                break;
+            case Phase::ReadingBody:
+                step = read_body();
+                break;
+            case Phase::Writing:
+                step = write_response();
+                break;
+            case Phase::Lingering:
+                step = linger();
+                break;
+            case Phase::Upstream:
+                step = proxy();
+                break;
+            }
         }
+        // The backend reported progress while we were busy: look again.
+        if (step != Step::Wait || !upstream_progress_ || closed_) break;
+        upstream_progress_ = false;
+        step = Step::Continue;
     }
     in_drive_ = false;
     if (closed_)
@@ -128,6 +146,20 @@ void HttpConnection::wait_with_timer() {
         return;
     case Phase::Lingering:
         return; // armed once when lingering began
+    case Phase::Upstream:
+        // Waiting on the client (body bytes or socket space): the client's
+        // timeouts. Waiting on php-fpm: the backend connection's own timer
+        // (--fastcgi-timeout) or the pool's queue timeout rule.
+        if (proxy_blocked_)
+            deadline_ = now + options.send_timeout_ms;
+        else if (request_sent_ && body_remaining_ > 0 && upstream() && !upstream()->stdin_full())
+            deadline_ = now + options.body_timeout_ms;
+        else {
+            reactor_.timers().cancel(timer_);
+            return;
+        }
+        reactor_.timers().refresh(timer_, deadline_);
+        return;
     }
 }
 
@@ -166,6 +198,7 @@ HttpConnection::Step HttpConnection::fill_input() {
     ssize_t n = ::read(fd_.get(), s.input.data() + s.input_end, space);
     if (n > 0) {
         s.input_end += size_t(n);
+        head_moved_ = true;
         // A short read drained the socket; the next arrival raises a new edge.
         readable_ = size_t(n) == space || rdhup_;
         return Step::Continue;
@@ -225,7 +258,25 @@ HttpConnection::Step HttpConnection::on_head_parsed() {
                               std::memory_order_relaxed);
     keep_alive_ = request.keep_alive && requests_ < worker_.options().keepalive_requests &&
                   !reactor_.stopping();
-    if (!request.has_body()) return respond();
+    head_moved_ = false;
+    body_chunked_ = false;
+    body_remaining_ = 0;
+    if (fastcgi::ScriptResolver* scripts = worker_.scripts()) {
+        switch (scripts->route(request)) {
+        case fastcgi::RouteKind::Static:
+            break;
+        case fastcgi::RouteKind::Error:
+            if (request.has_body()) keep_alive_ = false; // the body stays unread
+            return respond_fastcgi_error(scripts->status());
+        case fastcgi::RouteKind::Script:
+            s.script_name.assign(scripts->script_name());
+            s.path_info.assign(scripts->path_info());
+            s.script_filename.assign(scripts->script_filename());
+            fastcgi_ = true;
+            break;
+        }
+    }
+    if (!request.has_body()) return fastcgi_ ? start_fastcgi() : respond();
 
     if (request.content_length && *request.content_length > worker_.options().max_body_size)
         return respond_error(413);
@@ -236,7 +287,10 @@ HttpConnection::Step HttpConnection::on_head_parsed() {
     }
     body_chunked_ = request.chunked;
     body_remaining_ = request.content_length.value_or(0);
-    if (body_chunked_) s.chunked.reset();
+    // A Content-Length body streams to php-fpm as it arrives; a chunked one is
+    // first read whole (read_body), since PHP needs CONTENT_LENGTH up front.
+    if (fastcgi_ && !body_chunked_) return start_fastcgi();
+    if (body_chunked_) s.chunked.reset(), s.fastcgi_body.clear();
     phase_ = Phase::ReadingBody;
     return Step::Continue;
 }
@@ -256,6 +310,7 @@ HttpConnection::Step HttpConnection::read_body() {
             auto status =
                 s.chunked.feed({s.input.data() + body_start, available}, consumed, s.scratch);
             if (status == ChunkedDecoder::Status::Error) return respond_error(400);
+            if (fastcgi_) s.fastcgi_body.append(s.scratch);
             if (s.chunked.body_size() > worker_.options().max_body_size) return respond_error(413);
             done = status == ChunkedDecoder::Status::Done;
         } else {
@@ -278,7 +333,8 @@ HttpConnection::Step HttpConnection::read_body() {
     s.parser.reset();
     std::span<const char> head(s.input.data() + s.input_begin, head_size_);
     if (s.parser.parse(head) != ParseStatus::Done) return respond_error(500);
-    return respond();
+    head_moved_ = false;
+    return fastcgi_ ? start_fastcgi() : respond();
 }
 
 HttpConnection::Step HttpConnection::respond() {
@@ -300,6 +356,7 @@ HttpConnection::Step HttpConnection::respond_error(int status) {
     RequestState& s = *state_;
     keep_alive_ = false;
     error_response_ = true;
+    fastcgi_ = false;
     s.response.reset();
     build_error_response(status, false, reactor_.now_s(), s.response);
     if (status == 400 || status == 414 || status == 431 || status == 501 || status == 505)
@@ -426,6 +483,19 @@ void HttpConnection::close() {
     if (closed_) return;
     closed_ = true;
     reactor_.timers().cancel(timer_);
+    if (fastcgi::UpstreamPool* pool = worker_.upstream_pool()) {
+        if (upstream_queued()) pool->cancel_wait(*this);
+        if (fastcgi_ && state_) {
+            request_views();
+            // nginx's 499: the client left before the response was complete.
+            log_access(proxy_head_built_ ? proxy_status_ : 499,
+                       proxy_bytes_sent_ > proxy_head_size_ ? proxy_bytes_sent_ - proxy_head_size_
+                                                            : 0);
+            fastcgi_ = false;
+        }
+        // Drains the rest of the response into the void, then pools the connection.
+        if (upstream()) upstream()->release();
+    }
     reactor_.remove(fd_.get());
     fd_.reset();
     if (state_) {

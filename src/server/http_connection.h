@@ -11,9 +11,15 @@
 // One TimerEntry carries whichever timeout applies now: keepalive idle,
 // the header deadline (armed once per request, never extended: the slowloris
 // defence), body read, write stall, or the lingering close.
+//
+// Scripts (--fastcgi) go to php-fpm through the worker's UpstreamPool: the
+// connection is the UpstreamClient of one backend connection, streams the
+// request body to it as STDIN records and relays the response as it arrives
+// (fastcgi_proxy.cc), with bounded buffers both ways.
 #pragma once
 
 #include "base/unique_fd.h"
+#include "fastcgi/upstream.h"
 #include "net/reactor.h"
 #include "net/timer_wheel.h"
 #include "server/worker.h"
@@ -23,7 +29,7 @@
 
 namespace lepus {
 
-class HttpConnection final : public EventHandler {
+class HttpConnection final : public EventHandler, public fastcgi::UpstreamClient {
 public:
     // Takes ownership of the socket and registers it with the worker's reactor;
     // the connection deletes itself when it closes.
@@ -32,13 +38,16 @@ public:
     void on_events(uint32_t events) override;
     void on_shutdown() override;
     void on_force_close() override;
+    void on_upstream_progress() override;
 
     static constexpr int kMaxRequestsPerPass = 16;
     static constexpr uint64_t kMaxBytesPerPass = 2u << 20; // as nginx's sendfile_max_chunk
     static constexpr size_t kMaxInput = 8192 + 32768 + 1024;
+    // Response bytes queued for the client before the backend's body is left waiting.
+    static constexpr size_t kProxyOutHighWater = 64 * 1024;
 
 private:
-    enum class Phase : uint8_t { Idle, ReadingHead, ReadingBody, Writing, Lingering };
+    enum class Phase : uint8_t { Idle, ReadingHead, ReadingBody, Writing, Lingering, Upstream };
     enum class Step : uint8_t { Continue, Wait, Yield, Close };
 
     HttpConnection(Worker& worker, const AcceptedSocket& socket);
@@ -55,6 +64,18 @@ private:
     Step respond_error(int status);
     Step finish_response();
     void log_access(int status, uint64_t bytes);
+
+    // FastCGI (fastcgi_proxy.cc).
+    Step start_fastcgi();
+    Step proxy();
+    void send_fastcgi_request(fastcgi::UpstreamConnection& upstream);
+    Step upload_body(fastcgi::UpstreamConnection& upstream);
+    void build_proxy_head(const fastcgi::UpstreamConnection& upstream);
+    bool relay_body(fastcgi::UpstreamConnection& upstream);
+    Step write_proxy();
+    Step upstream_failed(fastcgi::UpstreamFailure failure);
+    Step respond_fastcgi_error(int status, std::string_view extra_headers = {});
+    const Request& request_views();
     void wait_with_timer();
     void close();
     static void on_timer(TimerEntry& entry);
@@ -89,6 +110,24 @@ private:
     bool error_response_ = false;
     bool in_drive_ = false;
     bool closed_ = false;
+
+    // FastCGI request in progress.
+    bool fastcgi_ = false;           // routed to php-fpm, not yet logged
+    bool head_moved_ = false;        // the input buffer moved: re-parse for the views
+    bool upstream_progress_ = false; // poked while in drive(): run again
+    bool request_sent_ = false;
+    bool proxy_head_built_ = false;
+    bool proxy_chunked_ = false;
+    bool proxy_has_length_ = false;
+    bool proxy_no_body_ = false;
+    bool proxy_finished_ = false; // everything for the client is in proxy_out
+    bool proxy_blocked_ = false;  // the client's socket said EAGAIN
+    bool have_local_ = false;
+    int proxy_status_ = 0;
+    uint64_t proxy_remaining_ = 0; // Content-Length bytes still expected from php-fpm
+    uint64_t proxy_head_size_ = 0;
+    uint64_t proxy_bytes_sent_ = 0; // head and body, as written to the socket
+    SocketAddress local_;           // SERVER_ADDR, read once per connection
 };
 
 } // namespace lepus

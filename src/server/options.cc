@@ -1,6 +1,7 @@
 #include "server/options.h"
 
 #include "base/units.h"
+#include "fastcgi/backend_address.h"
 #include "log/log_level.h"
 #include "net/socket.h"
 
@@ -45,6 +46,26 @@ struct ListenValidator : CLI::Validator {
     }
 };
 
+struct BackendValidator : CLI::Validator {
+    BackendValidator() : CLI::Validator("unix:PATH|HOST:PORT") {
+        func_ = [](std::string& text) -> std::string {
+            return fastcgi::parse_backend_address(text)
+                       ? std::string()
+                       : "'" + text + "' is not unix:/path or HOST:PORT";
+        };
+    }
+};
+
+struct ExtensionValidator : CLI::Validator {
+    ExtensionValidator() : CLI::Validator("EXT") {
+        func_ = [](std::string& text) -> std::string {
+            bool ok = text.size() >= 2 && text[0] == '.' && text.find('/') == std::string::npos &&
+                      text.find('\0') == std::string::npos;
+            return ok ? std::string() : "'" + text + "' is not an extension such as .php";
+        };
+    }
+};
+
 // Turns the validated duration and size strings into numbers.
 void apply_units(const std::vector<std::pair<const std::string*, uint64_t*>>& durations,
                  const std::vector<std::pair<const std::string*, uint64_t*>>& sizes) {
@@ -80,6 +101,9 @@ CommandLineResult parse_command_line(int argc, char** argv, ServerOptions& optio
     ListenValidator listen_address;
 
     std::string keepalive_timeout, header_timeout, body_timeout, send_timeout, shutdown_timeout;
+    std::string fastcgi_queue_timeout, fastcgi_timeout, fastcgi_idle_timeout;
+    BackendValidator backend;
+    ExtensionValidator extension;
     std::string max_body_size, dotfiles = "deny", accept = "acceptor";
     bool no_pin = false;
 
@@ -124,6 +148,28 @@ CommandLineResult parse_command_line(int argc, char** argv, ServerOptions& optio
     app.add_option("--dotfiles", dotfiles, "deny (404 for names starting with '.') or allow")
         ->check(CLI::IsMember({"deny", "allow"}));
 
+    app.add_option("--fastcgi", options.fastcgi,
+                   "Send scripts to this FastCGI server (php-fpm): unix:/path or HOST:PORT")
+        ->check(backend);
+    app.add_option("--fastcgi-ext", options.fastcgi_ext, "Script extensions (.php)")
+        ->check(extension)
+        ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+    app.add_option("--fastcgi-pool", options.fastcgi_pool,
+                   "FastCGI connections in all, split over the reactors (8)")
+        ->check(CLI::Range(1u, 65536u));
+    app.add_option("--fastcgi-queue", options.fastcgi_queue,
+                   "Requests per reactor waiting for a FastCGI connection (64); more get 503")
+        ->check(CLI::Range(0u, 1u << 20));
+    app.add_option("--fastcgi-queue-timeout", fastcgi_queue_timeout,
+                   "Longest wait for a FastCGI connection, then 503 (10s)")
+        ->check(duration);
+    app.add_option("--fastcgi-timeout", fastcgi_timeout,
+                   "php-fpm silent this long: 504, connection closed (60s)")
+        ->check(duration);
+    app.add_option("--fastcgi-idle-timeout", fastcgi_idle_timeout,
+                   "Idle pooled FastCGI connections are closed after (30s)")
+        ->check(duration);
+
     try {
         app.parse(argc, argv);
     } catch (const CLI::CallForHelp& e) {
@@ -143,13 +189,23 @@ CommandLineResult parse_command_line(int argc, char** argv, ServerOptions& optio
                  {&header_timeout, &options.header_timeout_ms},
                  {&body_timeout, &options.body_timeout_ms},
                  {&send_timeout, &options.send_timeout_ms},
-                 {&shutdown_timeout, &options.shutdown_timeout_ms}},
+                 {&shutdown_timeout, &options.shutdown_timeout_ms},
+                 {&fastcgi_queue_timeout, &options.fastcgi_queue_timeout_ms},
+                 {&fastcgi_timeout, &options.fastcgi_timeout_ms},
+                 {&fastcgi_idle_timeout, &options.fastcgi_idle_timeout_ms}},
                 {{&max_body_size, &options.max_body_size}});
     options.pin_threads = !no_pin;
     options.dotfiles_allow = dotfiles == "allow";
     options.accept_mode = accept == "reuseport" ? AcceptMode::ReusePort : AcceptMode::Acceptor;
     if (options.header_timeout_ms == 0 || options.keepalive_timeout_ms == 0)
         return {false, usage_error("timeouts must be greater than zero")};
+    if (options.fastcgi_queue_timeout_ms == 0 || options.fastcgi_timeout_ms == 0 ||
+        options.fastcgi_idle_timeout_ms == 0)
+        return {false, usage_error("FastCGI timeouts must be greater than zero")};
+    // A PHP site's directories are answered by index.php first, as nginx's
+    // usual "index index.php index.html"; an explicit --index wins.
+    if (!options.fastcgi.empty() && app.count("--index") == 0)
+        options.index = {"index.php", "index.html"};
     if (options.access_log.empty() || options.error_log.empty())
         return {false, usage_error("log paths must not be empty")};
     if (std::string error = check_root(options.root); !error.empty())

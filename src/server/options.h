@@ -34,6 +34,15 @@ struct ServerOptions {
     std::vector<std::string> index = {"index.html"};
     bool autoindex = false;
     bool dotfiles_allow = false;
+
+    // FastCGI (php-fpm). Empty fastcgi: off, everything is static.
+    std::string fastcgi;                             // "unix:/path" or "HOST:PORT"
+    std::vector<std::string> fastcgi_ext = {".php"}; // paths with these go to php-fpm
+    unsigned fastcgi_pool = 8;                       // backend connections, summed over reactors
+    unsigned fastcgi_queue = 64; // requests waiting for a connection, per reactor
+    uint64_t fastcgi_queue_timeout_ms = 10000;
+    uint64_t fastcgi_timeout_ms = 60000;
+    uint64_t fastcgi_idle_timeout_ms = 30000;
 };
 
 // What parse_command_line decided.

@@ -188,6 +188,27 @@ int run_server(const ServerOptions& options) {
             return 1;
         }
         worker->reactor = reactor.get();
+        if (!options.fastcgi.empty()) {
+            fastcgi::ScriptResolverOptions script_options{options.root, options.fastcgi_ext,
+                                                          options.index, options.dotfiles_allow};
+            auto scripts = fastcgi::ScriptResolver::create(script_options, error);
+            if (!scripts) {
+                std::fprintf(stderr, "lepus: %s\n", error.c_str());
+                logs.stop();
+                return 1;
+            }
+            // --fastcgi-pool is the total php-fpm sees: split it, at least one each.
+            fastcgi::UpstreamOptions upstream;
+            upstream.address = *fastcgi::parse_backend_address(options.fastcgi);
+            upstream.connections =
+                std::max(1u, options.fastcgi_pool / threads + (i < options.fastcgi_pool % threads));
+            upstream.queue_limit = options.fastcgi_queue;
+            upstream.queue_timeout_ms = options.fastcgi_queue_timeout_ms;
+            upstream.response_timeout_ms = options.fastcgi_timeout_ms;
+            upstream.idle_timeout_ms = options.fastcgi_idle_timeout_ms;
+            worker->set_fastcgi(std::move(scripts), std::make_unique<fastcgi::UpstreamPool>(
+                                                        *reactor, std::move(upstream)));
+        }
         if (reuse_port) {
             for (size_t l = i; l < listeners.size(); l += threads) {
                 auto listener = std::make_unique<ReusePortListener>(
@@ -231,6 +252,10 @@ int run_server(const ServerOptions& options) {
     std::fflush(stdout);
     log_info("lepus started: %u reactor threads, %s accept, max %lld connections", threads,
              reuse_port ? "reuseport" : "acceptor-thread", static_cast<long long>(max_connections));
+    if (!options.fastcgi.empty())
+        log_info("FastCGI: %s for %zu extension(s), %u connections in all, queue %u per reactor",
+                 options.fastcgi.c_str(), options.fastcgi_ext.size(),
+                 std::max(options.fastcgi_pool, threads), options.fastcgi_queue);
 
     bool stopping = false;
     for (;;) {

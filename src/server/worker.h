@@ -1,8 +1,11 @@
 // Worker: what one reactor thread owns besides its Reactor: the static file
-// handler, the pool of per-request state, the access log scratch space.
+// handler, the FastCGI script resolver and backend pool (when --fastcgi is
+// set), the pool of per-request state, the access log scratch space.
 // Everything here is touched by that thread only.
 #pragma once
 
+#include "fastcgi/script_resolver.h"
+#include "fastcgi/upstream.h"
 #include "http/chunked_decoder.h"
 #include "http/request_parser.h"
 #include "http/response.h"
@@ -27,6 +30,17 @@ struct RequestState {
     size_t input_end = 0;
     ChunkedDecoder chunked; // discards a chunked body the handler does not read
     std::string scratch;
+
+    // FastCGI: copied from the resolver, which serves other connections while
+    // this request waits for a backend connection.
+    std::string script_name, path_info, script_filename;
+    // A chunked body, decoded and kept whole (bounded by --max-body-size) so
+    // that CONTENT_LENGTH can be sent, as nginx does.
+    std::string fastcgi_body;
+    // What goes to the client: response head, then body (chunk-framed when the
+    // backend gave no length); [proxy_sent, size) not yet sent.
+    std::string proxy_out;
+    size_t proxy_sent = 0;
 };
 
 class Worker {
@@ -45,12 +59,22 @@ public:
     void set_static_files(std::unique_ptr<StaticHandler> handler) {
         static_files_ = std::move(handler);
     }
+    // FastCGI; both null when --fastcgi is not set.
+    fastcgi::ScriptResolver* scripts() { return scripts_.get(); }
+    fastcgi::UpstreamPool* upstream_pool() { return upstream_pool_.get(); }
+    void set_fastcgi(std::unique_ptr<fastcgi::ScriptResolver> scripts,
+                     std::unique_ptr<fastcgi::UpstreamPool> pool) {
+        scripts_ = std::move(scripts);
+        upstream_pool_ = std::move(pool);
+    }
     Reactor* reactor = nullptr;
 
 private:
     const ServerOptions& options_;
     AsyncLogger& access_log_;
     std::unique_ptr<StaticHandler> static_files_;
+    std::unique_ptr<fastcgi::ScriptResolver> scripts_;
+    std::unique_ptr<fastcgi::UpstreamPool> upstream_pool_;
     std::vector<std::unique_ptr<RequestState>> free_states_;
     std::string log_line_;
 };

@@ -16,6 +16,7 @@
 //   mode=slow&ms=M       answers (like echo) after M ms, serving others meanwhile
 //   mode=garbage         a record with version 9, then closes
 //   mode=close           headers and part of the body, then closes (no END_REQUEST)
+//   mode=torn            headers at once; 200 ms later part of the body, then closes
 //   mode=never           reads the request, never answers
 //   mode=stderr          a STDERR record, then a normal answer
 //   mode=count           "connections=N" (connections accepted so far)
@@ -66,6 +67,7 @@ struct Connection {
     uint64_t stdin_length = 0;
     uint64_t stdin_hash = 14695981039346656037ull; // FNV-1a 64 offset basis
     int64_t answer_at = -1;                        // mode=slow: when to answer
+    int64_t tail_at = -1;                          // mode=torn: when to send the rest
     // Output.
     std::string out;
     size_t out_pos = 0;
@@ -198,6 +200,7 @@ int Responder::run() {
                     wait_until(conn->write_at);
             }
             if (conn->answer_at >= 0) wait_until(conn->answer_at);
+            if (conn->tail_at >= 0) wait_until(conn->tail_at);
             fds.push_back({conn->fd.get(), events, 0});
         }
         if (::poll(fds.data(), fds.size(), timeout) < 0 && errno != EINTR) {
@@ -218,6 +221,12 @@ int Responder::run() {
             if (!conn.closed && conn.answer_at >= 0 && conn.answer_at <= now) {
                 conn.answer_at = -1;
                 answer(conn, "Content-Type: application/json\r\n", echo_body(conn));
+            }
+            if (!conn.closed && conn.tail_at >= 0 && conn.tail_at <= now) {
+                conn.tail_at = -1;
+                append_stream(conn.out, RecordType::Stdout, conn.request_id,
+                              std::string_view("only ten.."));
+                conn.close_after_write = true;
             }
             if (!conn.closed) write_to(conn);
         }
@@ -358,6 +367,10 @@ void Responder::dispatch(Connection& conn) {
         std::string_view part = "Content-Type: text/plain\r\nContent-Length: 100\r\n\r\nonly ten..";
         append_stream(conn.out, RecordType::Stdout, conn.request_id, part);
         conn.close_after_write = true;
+    } else if (mode == "torn") {
+        append_stream(conn.out, RecordType::Stdout, conn.request_id,
+                      std::string_view("Content-Type: text/plain\r\nContent-Length: 100\r\n\r\n"));
+        conn.tail_at = now_ms() + 200;
     } else if (mode == "never") {
         // Keep the request active and say nothing: the client's timeout must fire.
     } else if (mode == "stderr") {

@@ -1,0 +1,66 @@
+// ScriptResolver: decides, before anything is sent to php-fpm, whether a
+// request names a FastCGI script, and checks that the script is a regular file
+// under the document root, opened with the same confinement as the static
+// handler (open_beneath) and the same dotfile rule.
+//
+// That check is what keeps "/uploads/evil.jpg/x.php" from ever executing
+// evil.jpg: the split names "/uploads/evil.jpg/x.php" as the script, which does
+// not exist, so lepus answers 404 and php-fpm never hears of it.
+#pragma once
+
+#include "base/unique_fd.h"
+#include "http/request.h"
+
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace lepus::fastcgi {
+
+struct ScriptResolverOptions {
+    std::string root;                    // document root (made absolute for DOCUMENT_ROOT)
+    std::vector<std::string> extensions; // --fastcgi-ext, e.g. ".php"
+    std::vector<std::string> index;      // --index, tried in order for directories
+    bool dotfiles_allow = false;
+};
+
+enum class RouteKind : uint8_t {
+    Static, // not a script: the static handler answers (including its own errors)
+    Script, // a script that exists: send it to php-fpm
+    Error,  // looks like a script but cannot be run: answer status()
+};
+
+class ScriptResolver {
+public:
+    // Opens the root; nullptr and one line in `error` when it cannot.
+    static std::unique_ptr<ScriptResolver> create(const ScriptResolverOptions& options,
+                                                  std::string& error);
+
+    // Routes `request`. For Script, script_name(), path_info() and
+    // script_filename() are valid until the next call.
+    RouteKind route(const Request& request);
+    // The HTTP status for RouteKind::Error (404, 403).
+    int status() const { return status_; }
+    std::string_view script_name() const { return script_name_; }
+    std::string_view path_info() const { return path_info_; }
+    std::string_view script_filename() const { return script_filename_; }
+    std::string_view document_root() const { return document_root_; }
+
+private:
+    ScriptResolver(const ScriptResolverOptions& options, UniqueFd root, std::string document_root);
+    bool is_script_name(std::string_view name) const;
+    // 0 when rel_path is a regular file under the root, else the errno-derived status
+    // (404 for anything but a regular file, so a directory named x.php is not run).
+    int check_regular_file(const std::string& rel_path, bool& is_directory);
+    RouteKind script(std::string_view script_name, std::string_view path_info);
+
+    ScriptResolverOptions options_;
+    std::vector<std::string_view> extension_views_;
+    UniqueFd root_;
+    std::string document_root_;
+    std::string path_, rel_, script_name_, path_info_, script_filename_;
+    int status_ = 0;
+};
+
+} // namespace lepus::fastcgi

@@ -1,0 +1,157 @@
+// ScriptResolver on a real directory tree, and parse_backend_address.
+#include "fastcgi/backend_address.h"
+#include "fastcgi/script_resolver.h"
+
+#include <arpa/inet.h>
+#include <filesystem>
+#include <fstream>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+namespace lepus::fastcgi {
+namespace {
+
+class ScriptResolverTest : public ::testing::Test {
+protected:
+    void SetUp() override {
+        char pattern[] = "/tmp/lepus-scripts-XXXXXX";
+        ASSERT_NE(mkdtemp(pattern), nullptr);
+        base_ = pattern;
+        root_ = base_ + "/root";
+        std::filesystem::create_directories(root_ + "/uploads");
+        std::filesystem::create_directories(root_ + "/app");
+        std::filesystem::create_directories(root_ + "/docs");
+        std::filesystem::create_directories(root_ + "/dir.php");
+        std::filesystem::create_directories(root_ + "/both");
+        write("index.php", "<?php");
+        write("info.php", "<?php");
+        write("uploads/evil.jpg", "<?php system('id');");
+        write("app/index.php", "<?php");
+        write("docs/index.html", "<p>");
+        write("both/index.html", "<p>");
+        write("both/index.php", "<?php");
+        write(".hidden.php", "<?php");
+        std::ofstream(base_ + "/outside.php") << "<?php";
+        symlink((base_ + "/outside.php").c_str(), (root_ + "/escape.php").c_str());
+        mkfifo((root_ + "/fifo.php").c_str(), 0644);
+        options_.root = root_;
+        options_.extensions = {".php"};
+        options_.index = {"index.php", "index.html"};
+    }
+    void TearDown() override { std::filesystem::remove_all(base_); }
+
+    void write(const std::string& name, const std::string& contents) {
+        std::ofstream(root_ + "/" + name) << contents;
+    }
+
+    RouteKind route(std::string_view path) {
+        if (!resolver_) {
+            std::string error;
+            resolver_ = ScriptResolver::create(options_, error);
+            EXPECT_TRUE(resolver_) << error;
+        }
+        Request request;
+        request.path = path;
+        return resolver_->route(request);
+    }
+
+    std::string base_, root_;
+    ScriptResolverOptions options_;
+    std::unique_ptr<ScriptResolver> resolver_;
+};
+
+TEST_F(ScriptResolverTest, ScriptThatExists) {
+    ASSERT_EQ(route("/info.php"), RouteKind::Script);
+    EXPECT_EQ(resolver_->script_name(), "/info.php");
+    EXPECT_EQ(resolver_->path_info(), "");
+    std::string real = std::filesystem::canonical(root_).string();
+    EXPECT_EQ(resolver_->document_root(), real);
+    EXPECT_EQ(resolver_->script_filename(), real + "/info.php");
+}
+
+TEST_F(ScriptResolverTest, PathInfoAndEncodedPath) {
+    ASSERT_EQ(route("/info.php/a/b%20c"), RouteKind::Script);
+    EXPECT_EQ(resolver_->script_name(), "/info.php");
+    EXPECT_EQ(resolver_->path_info(), "/a/b c");
+    ASSERT_EQ(route("/%69nfo.php"), RouteKind::Script);
+    EXPECT_EQ(resolver_->script_name(), "/info.php");
+    ASSERT_EQ(route("/app/../info.php"), RouteKind::Script);
+    EXPECT_EQ(resolver_->script_name(), "/info.php");
+}
+
+TEST_F(ScriptResolverTest, EvilJpgIsNeverAScript) {
+    EXPECT_EQ(route("/uploads/evil.jpg/x.php"), RouteKind::Error);
+    EXPECT_EQ(resolver_->status(), 404);
+    EXPECT_EQ(route("/uploads/evil.jpg%2Fx.php"), RouteKind::Error);
+    EXPECT_EQ(route("/uploads/evil.jpg"), RouteKind::Static);
+}
+
+TEST_F(ScriptResolverTest, MissingDirectoryOrSpecialFileIs404) {
+    EXPECT_EQ(route("/missing.php"), RouteKind::Error);
+    EXPECT_EQ(resolver_->status(), 404);
+    EXPECT_EQ(route("/dir.php"), RouteKind::Error);
+    EXPECT_EQ(route("/fifo.php"), RouteKind::Error);
+    EXPECT_EQ(route("/missing/x.php/info"), RouteKind::Error);
+}
+
+TEST_F(ScriptResolverTest, SymlinkOutOfTheRootIsRefused) {
+    EXPECT_EQ(route("/escape.php"), RouteKind::Error);
+    EXPECT_NE(resolver_->status(), 0);
+}
+
+TEST_F(ScriptResolverTest, HiddenScriptsAreLeftToTheStaticHandler) {
+    // The static handler answers 404 for them under --dotfiles deny.
+    EXPECT_EQ(route("/.hidden.php"), RouteKind::Static);
+    options_.dotfiles_allow = true;
+    resolver_.reset();
+    EXPECT_EQ(route("/.hidden.php"), RouteKind::Script);
+}
+
+TEST_F(ScriptResolverTest, DirectoryIndexFollowsIndexOrder) {
+    ASSERT_EQ(route("/"), RouteKind::Script);
+    EXPECT_EQ(resolver_->script_name(), "/index.php");
+    ASSERT_EQ(route("/app/"), RouteKind::Script);
+    EXPECT_EQ(resolver_->script_name(), "/app/index.php");
+    EXPECT_EQ(route("/docs/"), RouteKind::Static);
+    EXPECT_EQ(route("/both/"), RouteKind::Script);
+    options_.index = {"index.html", "index.php"};
+    resolver_.reset();
+    EXPECT_EQ(route("/both/"), RouteKind::Static);
+    EXPECT_EQ(route("/app/"), RouteKind::Script);
+    EXPECT_EQ(route("/uploads/"), RouteKind::Static); // autoindex or 404: static
+}
+
+TEST_F(ScriptResolverTest, OtherPathsAreStatic) {
+    EXPECT_EQ(route("/style.css"), RouteKind::Static);
+    EXPECT_EQ(route("/app"), RouteKind::Static); // the static handler redirects
+    EXPECT_EQ(route("*"), RouteKind::Static);
+    EXPECT_EQ(route("/%00.php"), RouteKind::Static); // undecodable: the static 400
+}
+
+TEST(BackendAddress, Unix) {
+    auto address = parse_backend_address("unix:/run/php/php8.2-fpm.sock");
+    ASSERT_TRUE(address);
+    EXPECT_EQ(address->family(), AF_UNIX);
+    EXPECT_EQ(address->text, "unix:/run/php/php8.2-fpm.sock");
+    EXPECT_FALSE(parse_backend_address("unix:"));
+    EXPECT_FALSE(parse_backend_address("unix:/" + std::string(200, 'a')));
+}
+
+TEST(BackendAddress, Tcp) {
+    auto v4 = parse_backend_address("127.0.0.1:9000");
+    ASSERT_TRUE(v4);
+    EXPECT_EQ(v4->family(), AF_INET);
+    EXPECT_EQ(ntohs(reinterpret_cast<const sockaddr_in*>(&v4->storage)->sin_port), 9000);
+    auto v6 = parse_backend_address("[::1]:9000");
+    ASSERT_TRUE(v6);
+    EXPECT_EQ(v6->family(), AF_INET6);
+    EXPECT_TRUE(parse_backend_address("localhost:9000"));
+    for (const char* bad : {"", "9000", ":9000", "127.0.0.1", "127.0.0.1:0", "127.0.0.1:65536",
+                            "127.0.0.1:90x", "host.example:9000", "[::1]9000", "/run/php.sock"})
+        EXPECT_FALSE(parse_backend_address(bad)) << bad;
+}
+
+} // namespace
+} // namespace lepus::fastcgi
