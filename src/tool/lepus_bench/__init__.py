@@ -1,0 +1,1 @@
+"""lepus-bench: the benchmark driver (see cli.py)."""

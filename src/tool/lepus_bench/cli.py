@@ -1,0 +1,376 @@
+"""lepus-bench: fair, repeatable ab and wrk comparisons of lepus against
+nginx and apache (lighttpd and h2o on request), side by side.
+
+main() parses the command line, starts every server on its own loopback port
+with a generated config, checks each answers correctly, runs the scenarios
+alternating servers run by run (A B C A B C ...), and writes CSV, JSON, a
+Markdown table and gnuplot charts. Servers are stopped by pid on the way out,
+also on Ctrl-C and SIGTERM.
+"""
+import argparse
+import datetime
+import glob
+import json
+import os
+import platform
+import resource
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+from . import loadgen, report, scenarios, servers
+from .servers import BenchError
+
+TOOL_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+MODES = ("pinned", "unpinned")
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """argparse that reports a usage error as one line and exit status 2."""
+
+    def error(self, message):
+        sys.stderr.write("lepus-bench: %s (see --help)\n" % message)
+        sys.exit(2)
+
+
+def parse_args(argv):
+    parser = OneLineParser(
+        prog="lepus-bench",
+        description="Runs ab and wrk against lepus, nginx and apache (lighttpd, h2o on "
+        "request) with the same settings, and writes CSV, JSON, Markdown and PNG charts.",
+        epilog="Scenarios: " + "; ".join("%s: %s" % (s.name, s.describe)
+                                          for s in scenarios.SCENARIOS))
+    parser.add_argument("--servers", default=",".join(servers.DEFAULT_SERVERS),
+                        help="comma-separated, from: " + ",".join(servers.KNOWN_SERVERS))
+    parser.add_argument("--scenarios", default=None,
+                        help="comma-separated scenario names (default: all; --quick: all but "
+                        "ab-big)")
+    parser.add_argument("--modes", default=",".join(MODES),
+                        help="pinned (server on CPU 0, generator on CPU 1, one worker) and/or "
+                        "unpinned (two workers)")
+    parser.add_argument("--quick", action="store_true",
+                        help="short runs (3 s, fewer requests), one run each")
+    parser.add_argument("--runs", type=int, default=None, help="runs per server (median; "
+                        "default 3, 1 with --quick)")
+    parser.add_argument("--out", default=None, help="results folder (default "
+                        "./bench-results/DATE)")
+    parser.add_argument("--lepus", default=None, help="the lepus binary (default: the one "
+                        "of the same build tree)")
+    parser.add_argument("--port-base", type=int, default=28080,
+                        help="first port; servers use consecutive ports")
+    parser.add_argument("--idle-connections", type=int, default=10000,
+                        help="idle keepalive connections held in the idle scenario")
+    parser.add_argument("--access-log", action="store_true",
+                        help="access log on for every server (default off for all)")
+    parser.add_argument("--no-charts", action="store_true", help="skip the gnuplot charts")
+    parser.add_argument("--keep-temp", action="store_true",
+                        help="keep the generated configs and server logs")
+    parser.add_argument("--redraw", metavar="DIR", default=None,
+                        help="only rewrite results.md and the charts of DIR from its "
+                        "results.json")
+    parser.add_argument("--micro", action="store_true",
+                        help="run the Google Benchmark programs (build/<preset>/bench/*_bench) "
+                        "into the results folder; alone, only them")
+    args = parser.parse_args(argv)
+    args.server_list = _split(args.servers, servers.KNOWN_SERVERS, "server")
+    args.mode_list = _split(args.modes, MODES, "mode")
+    if args.scenarios is None:
+        args.scenario_list = [s.name for s in scenarios.SCENARIOS if s.quick or not args.quick]
+    else:
+        args.scenario_list = _split(args.scenarios, scenarios.BY_NAME, "scenario")
+    args.only_micro = args.micro and not any(
+        a.startswith(("--servers", "--scenarios")) for a in argv)
+    if args.runs is None:
+        args.runs = 1 if args.quick else 3
+    if args.runs < 1:
+        parser.error("--runs must be at least 1")
+    return args
+
+
+def _split(text, known, what):
+    names = [name.strip() for name in text.split(",") if name.strip()]
+    for name in names:
+        if name not in known:
+            sys.stderr.write("lepus-bench: unknown %s '%s' (known: %s)\n"
+                             % (what, name, ", ".join(known)))
+            sys.exit(2)
+    if not names:
+        sys.stderr.write("lepus-bench: no %s given\n" % what)
+        sys.exit(2)
+    return list(dict.fromkeys(names))
+
+
+def find_lepus(explicit):
+    """--lepus, else the lepus of this build tree (build/X/src/tool -> ../server/lepus),
+    else $LEPUS_BINARY."""
+    candidates = [explicit] if explicit else [
+        os.path.join(TOOL_DIR, "..", "server", "lepus"), os.environ.get("LEPUS_BINARY", "")]
+    for path in candidates:
+        if path and os.path.isfile(path) and os.access(path, os.X_OK):
+            return os.path.abspath(path)
+    if explicit:
+        raise BenchError("--lepus %s: no such executable" % explicit)
+    raise BenchError("no lepus binary found next to this tool; build it or pass --lepus PATH")
+
+
+class Interrupted(Exception):
+    """SIGTERM or SIGINT: stop the servers and leave."""
+
+
+def _on_signal(signum, frame):
+    raise Interrupted(signal.Signals(signum).name)
+
+
+class Progress:
+    """Progress on stderr, with a time-left estimate corrected as runs finish."""
+
+    def __init__(self, total_estimate):
+        self.remaining = total_estimate
+        self.done_estimate = 0.0
+        self.started = time.monotonic()
+
+    def show(self, text):
+        elapsed = time.monotonic() - self.started
+        scale = elapsed / self.done_estimate if self.done_estimate > 5 else 1.0
+        left = int(self.remaining * scale)
+        sys.stderr.write("lepus-bench: %s (about %dm%02ds left)\n" % (text, left // 60, left % 60))
+        sys.stderr.flush()
+
+    def finished(self, estimate):
+        self.remaining = max(0.0, self.remaining - estimate)
+        self.done_estimate += estimate
+
+
+def plan(args, params, modes):
+    """[(mode, scenario, run, runs, server name)] in the order they run."""
+    jobs = []
+    for mode in modes:
+        for name in args.scenario_list:
+            scenario = scenarios.BY_NAME[name]
+            if scenario.pinned_only and mode != "pinned" and "pinned" in modes:
+                continue
+            runs = 1 if scenario.once else args.runs
+            for run in range(1, runs + 1):
+                for server in args.server_list:  # alternated: A B C A B C ...
+                    jobs.append((mode, scenario, run, runs, server))
+    return jobs
+
+
+def check_answers(server, php, notes):
+    """Refuses a server whose / or /hello.php is not exactly what we wrote."""
+    status, body = loadgen.http_get(server.port, "/")
+    if status != 200 or body != servers.INDEX_HTML.encode():
+        notes.append("%s: GET / answered %s with %d bytes, not the 200 and index.html "
+                     "written: no figures reported for it" % (server.name, status, len(body)))
+        return False
+    if php and not server.php_note:
+        status, body = loadgen.http_get(server.port, "/hello.php")
+        if status != 200 or body != servers.HELLO_BODY:
+            server.php_note = "GET /hello.php answered %s %r, not 200 %r" % (
+                status, body[:60], servers.HELLO_BODY)
+    if php and server.php_note:
+        notes.append("%s: php scenario skipped: %s" % (server.name, server.php_note))
+    return True
+
+
+def run_mode(args, mode, params, lepus, root, tmp, jobs, progress, rows, notes):
+    """Starts every server for one mode, runs its jobs, stops them all."""
+    pinned = mode == "pinned"
+    server_cpus, client_cpus = ("0", "1") if pinned else (None, None)
+    workers = 1 if pinned else 2
+    nofile = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    needs_php = any(job[1].php for job in jobs)
+    started = []
+    try:
+        ports = {name: args.port_base + i for i, name in enumerate(args.server_list)}
+        for port in ports.values():
+            servers.check_port_free(port)
+        live = {}
+        for name in args.server_list:
+            progress.show("[%s] starting %s on port %d" % (mode, name, ports[name]))
+            # Each server gets its own php-fpm (same pool settings): a shared pool
+            # would let one server's pooled FastCGI connections hold every child.
+            fpm = None
+            if needs_php:
+                fpm = servers.PhpFpm(os.path.join(tmp, mode, name + "-php-fpm"), server_cpus,
+                                     nofile)
+                started.append(fpm)
+            server = servers.Server(
+                name, ports[name], root, os.path.join(tmp, mode, name), workers, server_cpus,
+                fpm.socket if fpm else None, args.access_log, lepus, nofile)
+            server.fpm = fpm
+            started.append(server)
+            if check_answers(server, needs_php, notes):
+                live[name] = server
+        ctx = scenarios.Context(params, client_cpus)
+        for index, (_, scenario, run, runs, name) in enumerate(jobs, 1):
+            estimate = scenario.estimate(params)
+            server = live.get(name)
+            if server is None or (scenario.php and server.php_note):
+                progress.finished(estimate)
+                continue
+            progress.show("[%s] %s: %s, run %d of %d (job %d of %d)"
+                          % (mode, scenario.name, name, run, runs, index, len(jobs)))
+            try:
+                for test, metrics in scenario.run(ctx, server):
+                    rows.append(dict(mode=mode, test=test, server=name, run=run, **metrics))
+            except RuntimeError as error:
+                notes.append("%s %s %s run %d failed: %s" % (mode, scenario.name, name, run,
+                                                            error))
+                rows.append(dict(mode=mode, test=scenario.name, server=name, run=run,
+                                 error=str(error)))
+            if not server.process.alive():
+                raise BenchError("%s died during %s: %s" % (name, scenario.name,
+                                                           server.process.log_tail()))
+            progress.finished(estimate)
+    finally:
+        # A second Ctrl-C must not leave a server half-stopped.
+        previous = {sig: signal.signal(sig, signal.SIG_IGN) for sig in STOP_SIGNALS}
+        for process in reversed(started):
+            process.stop()
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def run_micro(out):
+    """Runs build/<preset>/bench/*_bench with a short min time; JSON into out/micro."""
+    programs = sorted(glob.glob(os.path.join(TOOL_DIR, "..", "..", "bench", "*_bench")))
+    if not programs:
+        raise BenchError("no micro-benchmarks next to this tool (build/<preset>/bench/*_bench):"
+                         " configure with -DLEPUS_BENCH=ON and build them")
+    folder = os.path.join(out, "micro")
+    os.makedirs(folder, exist_ok=True)
+    for index, program in enumerate(programs, 1):
+        name = os.path.basename(program)
+        sys.stderr.write("lepus-bench: micro %s (%d of %d)\n" % (name, index, len(programs)))
+        with open(os.path.join(folder, name + ".log"), "w") as log:
+            result = subprocess.run(
+                [program, "--benchmark_min_time=0.1", "--benchmark_out_format=json",
+                 "--benchmark_out=" + os.path.join(folder, name + ".json")],
+                stdout=log, stderr=subprocess.STDOUT, check=False)
+        if result.returncode != 0:
+            sys.stderr.write("lepus-bench: %s exited with %d (see %s.log)\n"
+                             % (name, result.returncode, name))
+    return folder
+
+
+def required_programs(args):
+    names = {"taskset"} if "pinned" in args.mode_list else set()
+    for name in args.scenario_list:
+        names.update(scenarios.BY_NAME[name].needs)
+    for name in args.server_list:
+        if name in servers.SERVER_PROGRAMS:
+            names.add(servers.SERVER_PROGRAMS[name])
+    if not args.no_charts:
+        names.add("gnuplot")
+    return sorted(names)
+
+
+def meta_data(args, argv, modes, lepus):
+    with open("/proc/cpuinfo") as f:
+        models = [line.split(":", 1)[1].strip() for line in f if line.startswith("model name")]
+    return {"date": datetime.datetime.now().strftime("%Y-%m-%d %H:%M"),
+            "host": socket.gethostname(), "cpus": os.cpu_count(),
+            "cpu_model": models[0] if models else platform.machine(),
+            "kernel": platform.release(), "load_start": "%.2f" % os.getloadavg()[0],
+            "load_end": "?", "command": " ".join(["lepus-bench"] + argv),
+            "servers": args.server_list, "modes": modes, "runs": args.runs,
+            "quick": args.quick, "access_log": args.access_log, "lepus": lepus,
+            "versions": {name: servers.server_version(name, lepus) for name in args.server_list}}
+
+
+def write_results(out, meta, rows, notes, charts):
+    if meta.get("load_end") in (None, "?"):  # kept as measured on --redraw
+        meta["load_end"] = "%.2f" % os.getloadavg()[0]
+    table = report.medians(rows)
+    notes = list(dict.fromkeys(notes))
+    report.write_csv(os.path.join(out, "results.csv"), rows)
+    report.write_json(os.path.join(out, "results.json"), meta, rows, table, notes)
+    drawn = []
+    if charts and table:
+        try:
+            drawn = report.charts(out, meta, table)
+        except RuntimeError as error:
+            notes.append(str(error))
+    with open(os.path.join(out, "results.md"), "w") as f:
+        f.write(report.markdown(meta, table, notes))
+    return drawn
+
+
+def redraw(out, charts):
+    """Rewrites results.md and the charts from a results.json (after a report change)."""
+    try:
+        with open(os.path.join(out, "results.json")) as f:
+            data = json.load(f)
+    except (OSError, ValueError) as error:
+        raise BenchError("--redraw %s: %s" % (out, error)) from None
+    write_results(out, data["meta"], data["runs"], data.get("notes", []), charts)
+    sys.stderr.write("lepus-bench: redrawn %s\n" % out)
+    return 0
+
+
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else argv
+    args = parse_args(argv)
+    out = args.out or os.path.join("bench-results",
+                                   datetime.datetime.now().strftime("%Y-%m-%d-%H%M%S"))
+    for sig in STOP_SIGNALS:
+        signal.signal(sig, _on_signal)
+    tmp = None
+    try:
+        if args.redraw:
+            return redraw(args.redraw, not args.no_charts)
+        if args.only_micro:
+            os.makedirs(out, exist_ok=True)
+            print("lepus-bench: micro-benchmarks in %s" % run_micro(out))
+            return 0
+        lepus = find_lepus(args.lepus) if "lepus" in args.server_list else None
+        servers.require_programs(required_programs(args))
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))  # servers inherit it
+        modes = list(args.mode_list)
+        notes = []
+        if "pinned" in modes and (os.cpu_count() or 1) < 2:
+            modes.remove("pinned")
+            notes.append("one CPU only: no pinned mode")
+            if not modes:
+                raise BenchError("pinned mode needs two CPUs; use --modes unpinned")
+        params = scenarios.Params(args.quick, args.idle_connections)
+        jobs = plan(args, params, modes)
+        os.makedirs(out, exist_ok=True)
+        tmp = tempfile.mkdtemp(prefix="lepus-bench-")
+        root = servers.make_document_root(os.path.join(tmp, "www"))
+        meta = meta_data(args, argv, modes, lepus)
+        progress = Progress(sum(job[1].estimate(params) for job in jobs) + 3 * len(modes))
+        rows = []
+        try:
+            for mode in modes:
+                run_mode(args, mode, params, lepus, root, tmp,
+                         [job for job in jobs if job[0] == mode], progress, rows, notes)
+        finally:
+            if rows:
+                drawn = write_results(out, meta, rows, notes, not args.no_charts)
+                sys.stderr.write("lepus-bench: results in %s (results.md, results.csv, "
+                                 "results.json%s)\n" % (out, ", %d charts" % len(drawn)
+                                                        if drawn else ""))
+        if args.micro:
+            run_micro(out)
+        if not any("error" not in row for row in rows):
+            raise BenchError("no server produced a figure: " + ("; ".join(notes) or "?"))
+        return 0
+    except BenchError as error:
+        sys.stderr.write("lepus-bench: %s\n" % error)
+        return 1
+    except Interrupted as signal_name:
+        sys.stderr.write("lepus-bench: interrupted (%s); servers stopped\n" % signal_name)
+        return 130
+    finally:
+        if tmp and not args.keep_temp:
+            shutil.rmtree(tmp, ignore_errors=True)
+        elif tmp:
+            sys.stderr.write("lepus-bench: configs and logs kept in %s\n" % tmp)

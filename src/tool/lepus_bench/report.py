@@ -1,0 +1,273 @@
+"""Results: every run as CSV and JSON, the medians as a Markdown table, and
+PNG bar charts drawn by gnuplot.
+"""
+import csv
+import json
+import os
+import statistics
+import subprocess
+
+from .servers import find_program
+
+# Columns of results.csv, in order (one line per server, test and run).
+CSV_FIELDS = ["mode", "test", "server", "run", "rps", "rps_per_core", "server_cores",
+              "client_cores", "generator_bound", "p50_ms", "p90_ms", "p99_ms", "max_ms",
+              "failed", "non2xx", "mbps", "server_rss_mb", "backend_cores", "requests",
+              "seconds", "idle_held", "idle_still_open", "rss_per_idle_kib", "outage_s",
+              "probes", "probes_failed", "slow_connected", "slow_closed", "slow_total"]
+LABELS = {
+    "ab": "ab -c100, no keepalive, `/`", "ab-big": "ab -c1000 -r, no keepalive, `/`",
+    "ab-k": "ab -k -c100 `/`", "small": "wrk -c100 `/`", "4k": "wrk -c100 4 KiB",
+    "100k": "wrk -c100 100 KiB", "c1000": "wrk -c1000 `/`", "10m": "wrk -c10 10 MiB",
+    "php wrk": "wrk -c50 hello.php", "php ab": "ab -c50 hello.php",
+    "idle 0": "wrk -c50 `/`, no idle connections", "slowloris": "slowloris (slowhttptest -H)"}
+# Short names under the bars (the tables carry the long ones).
+CHART_LABELS = {"ab": "ab", "ab-big": "ab -c1000", "ab-k": "ab -k", "small": "wrk /",
+                "4k": "wrk 4 KiB", "100k": "wrk 100 KiB", "c1000": "wrk -c1000 /",
+                "php wrk": "wrk php", "php ab": "ab php", "idle 0": "wrk -c50 /"}
+CHART_TESTS_EXCLUDED = ("10m", "slowloris")  # MB/s and seconds: not request rates
+# Fields summarised by the largest run, not the median: allocators keep the
+# memory the first idle run grew, so later runs of the same server show ~0.
+MAX_FIELDS = ("rss_per_idle_kib",)
+
+
+def label(test):
+    if test.startswith("idle ") and test != "idle 0":
+        return "wrk -c50 `/`, %s idle connections held" % test.split()[1]
+    return LABELS.get(test, test)
+
+
+def medians(rows):
+    """{(mode, test, server): {field: median}} over the runs of each."""
+    groups = {}
+    for row in rows:
+        if "error" in row:
+            continue
+        groups.setdefault((row["mode"], row["test"], row["server"]), []).append(row)
+    result = {}
+    for key, runs in groups.items():
+        merged = {"runs": len(runs)}
+        for field in CSV_FIELDS[4:]:
+            values = [r[field] for r in runs if isinstance(r.get(field), (int, float))
+                      and not isinstance(r.get(field), bool)]
+            if values:
+                merged[field] = (max if field in MAX_FIELDS else statistics.median)(values)
+        merged["generator_bound"] = merged.get("client_cores", 0) >= 0.9
+        result[key] = merged
+    return result
+
+
+def write_csv(path, rows):
+    with open(path, "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=CSV_FIELDS + ["error"], extrasaction="ignore")
+        writer.writeheader()
+        for row in rows:
+            writer.writerow({k: _csv_value(v) for k, v in row.items()})
+
+
+def _csv_value(value):
+    return round(value, 4) if isinstance(value, float) else value
+
+
+def write_json(path, meta, rows, table, notes):
+    data = {"meta": meta, "runs": rows, "notes": notes,
+            "medians": [dict(mode=k[0], test=k[1], server=k[2], **v) for k, v in table.items()]}
+    with open(path, "w") as f:
+        json.dump(data, f, indent=1, sort_keys=True)
+
+
+def human(value):
+    """12345 -> 12.3k, 123456 -> 123k, as in ANCHORS.md."""
+    if value >= 1e6:
+        return "%.2fM" % (value / 1e6)
+    if value >= 1e5:
+        return "%.0fk" % (value / 1e3)
+    if value >= 1e3:
+        return "%.1fk" % (value / 1e3)
+    return "%.0f" % value
+
+
+def milliseconds(value):
+    return "%.2f ms" % value if value < 10 else "%.0f ms" % value
+
+
+def cell(test, m):
+    """One table cell: what matters for that test, plus error and bottleneck marks."""
+    if test == "slowloris":
+        text = "%.1f s outage (%d/%d probes ok)" % (
+            m.get("outage_s", 0), m.get("probes", 0) - m.get("probes_failed", 0),
+            m.get("probes", 0))
+        if m.get("slow_closed") is not None:
+            text += "; it closed %d of %d slow connections" % (
+                m["slow_closed"], m.get("slow_total") or m.get("slow_connected") or 0)
+        if m.get("rps"):
+            text += "; ab -c10 meanwhile %s/s" % human(m["rps"])
+        elif "rps" in m:
+            text += "; ab -c10 meanwhile got nothing in 30 s"
+        return text
+    if test == "10m":
+        text = "%.2f GB/s" % (m["mbps"] / 1000)
+        if m.get("server_cores", 0) > 0.01:
+            text += " (%.2f GB/s/core)" % (m["mbps"] / 1000 / m["server_cores"])
+    else:
+        text = human(m["rps"])
+        if m.get("rps_per_core"):
+            text += " (%s/core)" % human(m["rps_per_core"])
+        if test not in ("ab", "ab-big", "ab-k", "php ab"):  # ab's percentiles are whole ms
+            text += ", p99 %s" % milliseconds(m.get("p99_ms", 0))
+    if test.startswith("idle ") and test != "idle 0":
+        text += "; %d held, %.2f KiB each" % (m.get("idle_held", 0), m.get("rss_per_idle_kib", 0))
+    bad = m.get("failed", 0) + m.get("non2xx", 0)
+    if bad:
+        text += " ⚠ %s errors" % human(bad)
+    if m.get("generator_bound"):
+        text += " †"
+    return text
+
+
+def markdown(meta, table, notes):
+    """The Markdown report: a header, one table per mode, a details table, notes."""
+    servers = meta["servers"]
+    # No H1: the lead includes this file inside README.md and docs/BENCHMARKS.md.
+    lines = ["lepus-bench, %s on %s (%d CPUs, %s), Linux %s; load average %s at start, %s at end. "
+             "Command: `%s`." % (meta["date"], meta["host"], meta["cpus"], meta["cpu_model"],
+                                 meta["kernel"], meta["load_start"], meta["load_end"],
+                                 meta["command"]), "",
+             "Versions: %s. Median of %s run(s), servers alternated run by run; the same "
+             "settings for all (access log %s, keepalive 300 s without a request limit, "
+             "sendfile on, each its own php-fpm with a static pool of 8)." % (
+                 ", ".join("%s %s" % (s, meta["versions"].get(s, "?")) for s in servers),
+                 meta["runs"], "on" if meta["access_log"] else "off"), "",
+             "RPS per core = requests per second / server CPU in cores (utime+stime of all "
+             "its processes, /proc). † = the load generator used ≥ 90% of a core: the figure "
+             "is the generator's limit, compare RPS/core. ⚠ = failed or non-2xx responses.",
+             ""]
+    modes = [mode for mode in meta["modes"] if _tests(table, mode)]
+    for mode in modes:
+        title = {"pinned": "Pinned: server on CPU 0 (one worker), generator on CPU 1",
+                 "unpinned": "Unpinned: two workers, sharing both CPUs with the generator"}
+        lines += ["### " + title.get(mode, mode), "",
+                  "| test | " + " | ".join(servers) + " |",
+                  "|---|" + "---:|" * len(servers)]
+        for test in _tests(table, mode):
+            row = [label(test)]
+            for server in servers:
+                m = table.get((mode, test, server))
+                row.append(cell(test, m) if m else "–")
+            lines.append("| " + " | ".join(row) + " |")
+        lines.append("")
+    # Collapsed on GitHub: the tables above are what a reader wants first.
+    lines += ["<details><summary>Details (medians): latency p50 / p99 / max, server and "
+              "generator CPU in cores, server RSS</summary>", "",
+              "| mode | test | server | p50 | p99 | max | server CPU | generator CPU | RSS MB "
+              "| errors |", "|---|---|---|---:|---:|---:|---:|---:|---:|---:|"]
+    for mode in modes:
+        for test in _tests(table, mode):
+            for server in servers:
+                m = table.get((mode, test, server))
+                if not m or "p50_ms" not in m:
+                    continue
+                lines.append("| %s | %s | %s | %s | %s | %s | %.2f | %.2f | %.1f | %d |" % (
+                    mode, test, server, milliseconds(m["p50_ms"]), milliseconds(m["p99_ms"]),
+                    milliseconds(m["max_ms"]), m.get("server_cores", 0),
+                    m.get("client_cores", 0), m.get("server_rss_mb", 0),
+                    m.get("failed", 0) + m.get("non2xx", 0)))
+    lines += ["", "</details>"]
+    if notes:
+        lines += ["", "Notes:", ""] + ["- " + note for note in notes]
+    return "\n".join(lines) + "\n"
+
+
+def _tests(table, mode):
+    order = ["ab", "ab-big", "ab-k", "small", "4k", "100k", "c1000", "10m", "php wrk",
+             "php ab", "idle 0"]
+    present = {test for (m, test, _) in table if m == mode}
+    tests = [t for t in order if t in present]
+    tests += sorted(t for t in present if t not in order and t != "slowloris")
+    return tests + (["slowloris"] if "slowloris" in present else [])
+
+
+def charts(out, meta, table):
+    """Draws bench-<mode>-rps.png, -rps-per-core.png and -latency.png; returns paths."""
+    gnuplot = find_program("gnuplot")
+    if not gnuplot:
+        return []
+    servers = meta["servers"]
+    drawn = []
+    for mode in meta["modes"]:
+        tests = [t for t in _tests(table, mode) if t not in CHART_TESTS_EXCLUDED]
+        if not tests:
+            continue
+        for field, title, suffix in (
+                ("rps", "requests per second", "rps"),
+                ("rps_per_core", "requests per second per server core", "rps-per-core"),
+                ("latency", "latency p50 and p99 (ms, log scale; wrk tests)", "latency")):
+            data = os.path.join(out, "bench-%s-%s.dat" % (mode, suffix))
+            png = os.path.join(out, "bench-%s-%s.png" % (mode, suffix))
+            if field == "latency":
+                chosen = [t for t in tests if t not in ("ab", "ab-big", "ab-k", "php ab")]
+                columns = ["%s p50" % s for s in servers] + ["%s p99" % s for s in servers]
+                values = lambda m, col: m.get("p50_ms" if col.endswith("p50") else "p99_ms")
+            else:
+                chosen, columns = tests, list(servers)
+                values = lambda m, col, field=field: m.get(field)
+            if not chosen:
+                continue
+            with open(data, "w") as f:
+                f.write('"test" ' + " ".join('"%s"' % c for c in columns) + "\n")
+                for test in chosen:
+                    cells = []
+                    for col in columns:
+                        m = table.get((mode, test, col.split()[0]))
+                        v = values(m, col) if m else None
+                        cells.append("%.4f" % v if v else "-")
+                    short = CHART_LABELS.get(test) or "+%s idle" % test.split()[-1]
+                    f.write('"%s" %s\n' % (short, " ".join(cells)))
+            numbers = [v for test in chosen for col in columns
+                       for m in [table.get((mode, test, col.split()[0]))]
+                       for v in [values(m, col) if m else None] if v]
+            script = _gnuplot_script(data, png, "lepus-bench, %s: %s" % (mode, title),
+                                     servers, field == "latency",
+                                     min(numbers, default=1.0) / 2)
+            result = subprocess.run([gnuplot], input=script, capture_output=True, text=True)
+            if result.returncode == 0 and os.path.exists(png):
+                drawn.append(png)
+            else:
+                raise RuntimeError("gnuplot failed: " + result.stderr.strip()[-300:])
+    return drawn
+
+
+# One colour per server in every chart, whatever the server list.
+COLOURS = {"lepus": "#c0392b", "nginx": "#27ae60", "apache": "#2980b9", "lighttpd": "#e67e22",
+           "h2o": "#8e44ad"}
+
+
+def _gnuplot_script(data, png, title, servers, log, floor):
+    """Clustered bars, one colour per server; for latency, p50 pale and p99 solid."""
+    count = len(servers)
+    colours = ['set linetype %d lc rgb "%s"' % (i + 1, COLOURS.get(name, "#7f8c8d"))
+               for i, name in enumerate(servers)]
+    if log:
+        plot = ('plot for [i=2:%d] "%s" using i:xtic(1) title columnheader(i) lt (i-1) '
+                'fs solid 0.35, for [i=%d:%d] "%s" using i title columnheader(i) lt (i-%d) '
+                'fs solid 0.9' % (count + 1, data, count + 2, 2 * count + 1, data, count + 1))
+    else:
+        plot = 'plot for [i=2:%d] "%s" using i:xtic(1) title columnheader(i) lt (i-1)' % (
+            count + 1, data)
+    return "\n".join(colours + [
+        'set terminal pngcairo size 1200,600 font "Sans,10"',
+        'set output "%s"' % png,
+        'set title "%s" font "Sans,13"' % title,
+        "set style data histograms",
+        "set style histogram clustered gap 1",
+        "set style fill solid 0.85 border -1",
+        "set boxwidth 0.9",
+        'set datafile missing "-"',
+        "set key outside top center horizontal",
+        "set grid ytics",
+        "set xtics scale 0",
+        "set yrange [%s:*]" % ("%g" % floor if log else "0"),
+        "set logscale y" if log else "set format y \"%.0s%c\"",
+        "set lmargin 10",
+        "set bmargin 3",
+        plot, ""])

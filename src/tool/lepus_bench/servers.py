@@ -1,0 +1,326 @@
+"""The servers under test: one shared document root, one generated config
+each, started in the foreground by us and stopped by pid.
+
+Every server gets the same settings (see /work/shared/ANCHORS.md): access log
+off (or on for all), keepalive idle 300 s with no practical request limit,
+sendfile on where it exists, the same number of workers, one php-fpm pool.
+Nothing here touches the system services or their configs.
+"""
+import os
+import pwd
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import time
+
+from . import procstat
+
+TEMPLATES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "templates")
+KNOWN_SERVERS = ("lepus", "nginx", "apache", "lighttpd", "h2o")
+DEFAULT_SERVERS = ("lepus", "nginx", "apache")
+# Program -> Debian package, for the one-line "install this" message.
+PACKAGES = {"wrk": "wrk", "ab": "apache2-utils", "nginx": "nginx", "apache2": "apache2",
+            "lighttpd": "lighttpd", "h2o": "h2o", "php-fpm": "php-fpm",
+            "gnuplot": "gnuplot-nox", "slowhttptest": "slowhttptest", "taskset": "util-linux"}
+SERVER_PROGRAMS = {"nginx": "nginx", "apache": "apache2", "lighttpd": "lighttpd", "h2o": "h2o"}
+APACHE_MODULES = "/usr/lib/apache2/modules"
+BACKLOG = 4096
+APACHE_THREADS = 100  # per process: enough for -c100 without queueing
+PHP_CHILDREN = 8
+INDEX_HTML = (
+    "<!DOCTYPE html>\n<html>\n<head>\n<title>Welcome to lepus-bench!</title>\n<style>\n"
+    "html { color-scheme: light dark; }\n"
+    "body { width: 35em; margin: 0 auto; font-family: Tahoma, Verdana, Arial, sans-serif; }\n"
+    "</style>\n</head>\n<body>\n<h1>Welcome to lepus-bench!</h1>\n"
+    "<p>If you see this page, the web server under test is serving the shared\n"
+    "document root of lepus-bench. The same bytes are served by every server.</p>\n\n"
+    "<p>The benchmark compares lepus with nginx, apache2, lighttpd and h2o:\n"
+    "same files, same settings, same cores, the same php-fpm pool.</p>\n\n"
+    "<p><em>Thank you for measuring carefully.</em></p>\n</body>\n</html>\n")
+HELLO_PHP = '<?php\necho "hello " . array_sum(range(1, 100));\n'
+HELLO_BODY = b"hello 5050"
+POST_PHP = '<?php\necho strlen(file_get_contents("php://input"));\n'
+
+
+class BenchError(Exception):
+    """A failure the user can fix; main() prints it as one line."""
+
+
+def find_program(name):
+    """Full path of a program (also looking in /usr/sbin), or None."""
+    if name == "php-fpm":
+        for candidate in ("php-fpm", "php-fpm8.2", "php-fpm8.3", "php-fpm8.1"):
+            path = _which(candidate)
+            if path:
+                return path
+        return None
+    return _which(name)
+
+
+def _which(name):
+    path = shutil.which(name)
+    if path:
+        return path
+    for folder in ("/usr/sbin", "/sbin", "/usr/local/sbin"):
+        candidate = os.path.join(folder, name)
+        if os.access(candidate, os.X_OK):
+            return candidate
+    return None
+
+
+def require_programs(names):
+    """Raises one BenchError naming every missing program and its package."""
+    missing = [name for name in names if not find_program(name)]
+    if missing:
+        packages = " ".join(sorted({PACKAGES[name] for name in missing}))
+        raise BenchError("missing %s; install with: apt-get install -y %s"
+                         % (", ".join(missing), packages))
+
+
+def make_document_root(path):
+    """Writes the files every server serves (same bytes for all)."""
+    os.makedirs(path, exist_ok=True)
+    files = {"index.html": INDEX_HTML.encode(), "4k.html": _filler(4096),
+             "hello.php": HELLO_PHP.encode(), "post.php": POST_PHP.encode()}
+    for name, content in files.items():
+        with open(os.path.join(path, name), "wb") as f:
+            f.write(content)
+    for name, size in (("100k.bin", 100 * 1024), ("10m.bin", 10 * 1024 * 1024)):
+        with open(os.path.join(path, name), "wb") as f:
+            f.write(bytes(range(256)) * (size // 256))
+    # Workers that drop root (nginx, apache, h2o) must be able to read it.
+    for folder in (path, os.path.dirname(path)):
+        os.chmod(folder, 0o755)
+    return path
+
+
+def _filler(size):
+    line = b"<p>lepus-bench 4 KiB page: the same bytes for every server.</p>\n"
+    return (line * (size // len(line) + 1))[:size - 1] + b"\n"
+
+
+def check_port_free(port):
+    """Raises BenchError if 127.0.0.1:port cannot be bound."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            raise BenchError("port %d on 127.0.0.1 is taken (choose others with --port-base)"
+                             % port) from None
+
+
+def render(template_name, destination, values):
+    """Fills @NAME@ placeholders of a template (nginx's own $vars stay)."""
+    with open(os.path.join(TEMPLATES, template_name)) as f:
+        text = f.read()
+
+    def substitute(match):
+        return str(values[match.group(1)])
+    with open(destination, "w") as f:
+        f.write(re.sub(r"@([A-Z_]+)@", substitute, text))
+    return destination
+
+
+class Process:
+    """A foreground process tree we started and stop by pid."""
+
+    def __init__(self, name, cmd, tmp, cpus, stop_signal=signal.SIGTERM, env=None):
+        self.name = name
+        self.tmp = tmp
+        self.stop_signal = stop_signal
+        if cpus:
+            cmd = [find_program("taskset") or "taskset", "-c", cpus] + cmd
+        self.cmd = cmd
+        self.output_path = os.path.join(tmp, "output.txt")
+        with open(self.output_path, "ab") as output:
+            # A new session: Ctrl-C in the terminal reaches only us, and we
+            # stop the servers in order.
+            self.proc = subprocess.Popen(cmd, stdout=output, stderr=subprocess.STDOUT,
+                                         stdin=subprocess.DEVNULL, start_new_session=True,
+                                         env=env)
+
+    @property
+    def pid(self):
+        return self.proc.pid
+
+    def alive(self):
+        return self.proc.poll() is None
+
+    def log_tail(self, lines=5):
+        """The last lines of its error log and output, for failure messages."""
+        text = ""
+        for name in ("error.log", "output.txt"):
+            path = os.path.join(self.tmp, name)
+            if os.path.exists(path):
+                with open(path, errors="replace") as f:
+                    text += f.read()
+        tail = [line.strip() for line in text.strip().splitlines()[-lines:]]
+        return " | ".join(tail) if tail else "(no output)"
+
+    def stop(self, timeout=10):
+        """Signals the tree's root, waits, then SIGKILLs whatever is left."""
+        if self.proc.poll() is not None:
+            return
+        pids = procstat.tree_pids(self.proc.pid)
+        try:
+            self.proc.send_signal(self.stop_signal)
+            self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            pass
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        try:
+            self.proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            pass
+
+
+def wait_until_connectable(process, address, what, timeout=15):
+    """Waits for a TCP port or a unix socket, or raises with the log tail."""
+    deadline = time.monotonic() + timeout
+    while True:
+        family = socket.AF_UNIX if isinstance(address, str) else socket.AF_INET
+        with socket.socket(family, socket.SOCK_STREAM) as s:
+            s.settimeout(1)
+            try:
+                s.connect(address)
+                return
+            except OSError:
+                pass
+        if not process.alive():
+            raise BenchError("%s failed to start (exit %s): %s"
+                             % (what, process.proc.returncode, process.log_tail()))
+        if time.monotonic() > deadline:
+            tail = process.log_tail()
+            process.stop()
+            raise BenchError("%s did not listen within %d s: %s" % (what, timeout, tail))
+        time.sleep(0.05)
+
+
+class PhpFpm:
+    """One php-fpm master with a static pool (every server gets one, alike)."""
+
+    def __init__(self, tmp, cpus, nofile):
+        os.makedirs(tmp, exist_ok=True)
+        self.socket = os.path.join(tmp, "php.sock")
+        root = os.geteuid() == 0
+        config = render("php-fpm.conf", os.path.join(tmp, "php-fpm.conf"), {
+            "TMP": tmp, "FPM_SOCKET": self.socket, "BACKLOG": BACKLOG,
+            "CHILDREN": PHP_CHILDREN, "NOFILE": nofile,
+            "USER_LINE": "user = www-data\ngroup = www-data" if root else ""})
+        cmd = [find_program("php-fpm"), "--nodaemonize", "--fpm-config", config]
+        if root:
+            cmd.append("--allow-to-run-as-root")
+        self.process = Process("php-fpm", cmd, tmp, cpus, stop_signal=signal.SIGQUIT)
+        wait_until_connectable(self.process, self.socket, "php-fpm")
+
+    def stop(self):
+        self.process.stop()
+
+
+class Server:
+    """One web server under test, listening on 127.0.0.1:port."""
+
+    def __init__(self, name, port, root, tmp, workers, cpus, fpm_socket, access_log, lepus,
+                 nofile):
+        self.name = name
+        self.port = port
+        self.tmp = tmp
+        self.php_note = None  # set when this server cannot run the PHP scenario
+        self.fpm = None  # its own PhpFpm, when the PHP scenario runs
+        os.makedirs(tmp, exist_ok=True)
+        os.chmod(tmp, 0o755)
+        if os.geteuid() == 0 and name in ("lighttpd", "h2o"):
+            # lighttpd and h2o open their logs and pid file after dropping root.
+            user = pwd.getpwnam("www-data")
+            os.chown(tmp, user.pw_uid, user.pw_gid)
+        log = os.path.join(tmp, "access.log") if access_log else None
+        root_user = os.geteuid() == 0
+        values = {"TMP": tmp, "PORT": port, "ROOT": root, "WORKERS": workers,
+                  "FPM_SOCKET": fpm_socket or os.path.join(tmp, "no-php.sock"),
+                  "BACKLOG": BACKLOG, "NOFILE": nofile, "MAX_CONNECTIONS": nofile - 100}
+        stop_signal = signal.SIGTERM
+        if name == "lepus":
+            cmd = [lepus, root, "--listen", "127.0.0.1:%d" % port, "--threads", str(workers),
+                   "--access-log", log or "off", "--error-log", os.path.join(tmp, "error.log"),
+                   "--keepalive-timeout", "300s", "--keepalive-requests", "1000000000",
+                   "--backlog", str(BACKLOG)]
+            if fpm_socket:
+                if lepus_has_fastcgi(lepus):
+                    cmd += ["--fastcgi", "unix:" + fpm_socket]
+                else:
+                    self.php_note = "this lepus has no --fastcgi flag"
+        elif name == "nginx":
+            values["USER_LINE"] = "user www-data;" if root_user else ""
+            values["ACCESS_LOG"] = log + " combined" if log else "off"
+            config = render("nginx.conf", os.path.join(tmp, "nginx.conf"), values)
+            cmd = [find_program("nginx"), "-p", tmp, "-c", config, "-e",
+                   os.path.join(tmp, "error.log")]
+            stop_signal = signal.SIGQUIT  # graceful: lets workers finish their responses
+        elif name == "apache":
+            values["USER_LINE"] = "User www-data\nGroup www-data" if root_user else ""
+            values["MODULES"] = APACHE_MODULES
+            values["THREADS"] = APACHE_THREADS
+            values["MAX_THREADS"] = APACHE_THREADS * workers
+            values["ACCESS_LOG_LINE"] = "CustomLog %s common" % log if log else ""
+            config = render("apache2.conf", os.path.join(tmp, "apache2.conf"), values)
+            cmd = [find_program("apache2"), "-f", config, "-DFOREGROUND"]
+            stop_signal = signal.SIGTERM
+        elif name == "lighttpd":
+            values["USER_LINE"] = 'server.username = "www-data"' if root_user else ""
+            # lighttpd forks only when max-worker > 1; 0 keeps one process.
+            values["WORKERS_OR_ZERO"] = workers if workers > 1 else 0
+            values["ACCESS_LOG_LINE"] = 'accesslog.filename = "%s"' % log if log else ""
+            config = render("lighttpd.conf", os.path.join(tmp, "lighttpd.conf"), values)
+            cmd = [find_program("lighttpd"), "-D", "-f", config]
+        elif name == "h2o":
+            values["USER_LINE"] = "user: www-data" if root_user else ""
+            values["ACCESS_LOG_LINE"] = "access-log: %s" % log if log else ""
+            config = render("h2o.conf", os.path.join(tmp, "h2o.conf"), values)
+            cmd = [find_program("h2o"), "-c", config]
+        else:
+            raise BenchError("unknown server %r" % name)
+        self.process = Process(name, cmd, tmp, cpus, stop_signal=stop_signal)
+        wait_until_connectable(self.process, ("127.0.0.1", port), name)
+
+    @property
+    def pid(self):
+        return self.process.pid
+
+    def stop(self):
+        self.process.stop()
+
+
+_fastcgi_support = {}
+
+
+def lepus_has_fastcgi(lepus):
+    """Whether this lepus binary has the --fastcgi flag (added in issue 5)."""
+    if lepus not in _fastcgi_support:
+        try:
+            text = subprocess.run([lepus, "--help"], capture_output=True, text=True,
+                                  timeout=10).stdout
+        except (OSError, subprocess.TimeoutExpired):
+            text = ""
+        _fastcgi_support[lepus] = "--fastcgi" in text
+    return _fastcgi_support[lepus]
+
+
+def server_version(name, lepus):
+    """A short version string for the report header."""
+    program = {"lepus": lepus}.get(name) or find_program(SERVER_PROGRAMS.get(name, name))
+    flag = {"nginx": "-v", "apache": "-v", "lighttpd": "-v", "h2o": "-v",
+            "lepus": "--version"}[name]
+    try:
+        result = subprocess.run([program, flag], capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return "?"
+    text = (result.stdout + result.stderr).strip()
+    match = re.search(r"(\d+\.\d+(\.\d+)?)", text)
+    return match.group(1) if match else text.splitlines()[0] if text else "?"

@@ -1,0 +1,130 @@
+"""lepus-bench end to end: a --quick run of one scenario against the real
+lepus binary (LEPUS_BINARY) writes a table, CSV and JSON with a positive RPS,
+and usage errors are one line with the documented exit status.
+
+Needs only wrk (and gnuplot for the chart check): no nginx or apache.
+"""
+import csv
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+TOOL = os.path.join(HERE, "..", "..", "src", "tool", "lepus-bench")
+BINARY = os.environ.get("LEPUS_BINARY", "")
+
+
+def free_port_pair():
+    """A port p with p free (lepus-bench uses port-base, port-base+1, ...)."""
+    for _ in range(50):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        if port < 65000:
+            return port
+    raise RuntimeError("no free port")
+
+
+def run_tool(args, timeout=120):
+    return subprocess.run([sys.executable, TOOL] + args, capture_output=True, text=True,
+                          timeout=timeout)
+
+
+class BenchToolTest(unittest.TestCase):
+    def setUp(self):
+        self.out = tempfile.mkdtemp(prefix="lepus-bench-test-")
+
+    def tearDown(self):
+        shutil.rmtree(self.out, ignore_errors=True)
+
+    @unittest.skipUnless(shutil.which("wrk"), "wrk missing (apt-get install wrk)")
+    def test_quick_small_against_lepus_writes_table_csv_json(self):
+        self.assertTrue(os.access(BINARY, os.X_OK), "set LEPUS_BINARY")
+        charts = shutil.which("gnuplot") is not None
+        result = run_tool(["--quick", "--servers", "lepus", "--scenarios", "small",
+                           "--lepus", BINARY, "--out", self.out,
+                           "--port-base", str(free_port_pair())] +
+                          ([] if charts else ["--no-charts"]))
+        self.assertEqual(result.returncode, 0, result.stderr)
+        self.assertIn("small: lepus, run 1 of 1", result.stderr)  # progress on stderr
+
+        with open(os.path.join(self.out, "results.csv")) as f:
+            rows = [row for row in csv.DictReader(f)]
+        small = [row for row in rows if row["server"] == "lepus" and row["test"] == "small"]
+        self.assertEqual({row["mode"] for row in small}, {"pinned", "unpinned"})
+        for row in small:
+            self.assertGreater(float(row["rps"]), 0)
+            self.assertGreater(float(row["rps_per_core"]), 0)
+            self.assertGreater(float(row["server_cores"]), 0)
+            self.assertEqual(int(row["failed"]) + int(row["non2xx"]), 0)
+
+        with open(os.path.join(self.out, "results.json")) as f:
+            data = json.load(f)
+        self.assertEqual(data["meta"]["servers"], ["lepus"])
+        medians = [m for m in data["medians"] if m["test"] == "small"]
+        self.assertEqual(len(medians), 2)
+        self.assertTrue(all(m["rps"] > 0 and m["p99_ms"] >= m["p50_ms"] for m in medians))
+
+        with open(os.path.join(self.out, "results.md")) as f:
+            table = f.read()
+        self.assertIn("| test | lepus |", table)
+        line = [l for l in table.splitlines() if l.startswith("| wrk -c100 `/` |")][0]
+        self.assertRegex(line, r"\| [\d.]+k? \([\d.]+k?/core\), p99 ")
+        self.assertIn("load average", table)
+        if charts:
+            self.assertTrue(os.path.exists(os.path.join(self.out, "bench-pinned-rps.png")))
+
+    def test_unknown_server_is_one_line_and_exit_2(self):
+        result = run_tool(["--quick", "--servers", "lepus,nosuch", "--out", self.out])
+        self.assertEqual(result.returncode, 2)
+        self.assertEqual(result.stdout, "")
+        lines = result.stderr.strip().splitlines()
+        self.assertEqual(len(lines), 1, result.stderr)
+        self.assertIn("unknown server 'nosuch'", lines[0])
+        self.assertEqual(os.listdir(self.out), [])
+
+    @unittest.skipUnless(shutil.which("wrk"), "wrk missing (apt-get install wrk)")
+    def test_server_answering_wrong_body_gets_no_figure(self):
+        # A "lepus" that serves another document root: same status, other bytes.
+        other_root = os.path.join(self.out, "other-root")
+        os.makedirs(other_root)
+        with open(os.path.join(other_root, "index.html"), "w") as f:
+            f.write("not the page lepus-bench wrote\n")
+        wrapper = os.path.join(self.out, "wrong-lepus")
+        with open(wrapper, "w") as f:
+            f.write("#!%s\nimport os, sys\nargs = sys.argv[1:]\n"
+                    "if args and not args[0].startswith('-'):\n    args[0] = %r\n"
+                    "os.execv(%r, [%r] + args)\n" % (sys.executable, other_root, BINARY, BINARY))
+        os.chmod(wrapper, 0o755)
+        results = os.path.join(self.out, "results")
+        result = run_tool(["--quick", "--servers", "lepus", "--scenarios", "small",
+                           "--modes", "pinned", "--lepus", wrapper, "--out", results,
+                           "--port-base", str(free_port_pair()), "--no-charts"])
+        self.assertEqual(result.returncode, 1, result.stderr)
+        last = result.stderr.strip().splitlines()[-1]
+        self.assertIn("no server produced a figure", last)
+        self.assertIn("GET / answered 200", last)
+        self.assertFalse(os.path.exists(os.path.join(results, "results.csv")))
+
+    @unittest.skipUnless(shutil.which("wrk"), "wrk missing (apt-get install wrk)")
+    def test_taken_port_is_refused_in_one_line(self):
+        with socket.socket() as taken:
+            taken.bind(("127.0.0.1", 0))
+            taken.listen()
+            port = taken.getsockname()[1]
+            result = run_tool(["--quick", "--servers", "lepus", "--scenarios", "small",
+                               "--lepus", BINARY, "--out", self.out, "--port-base", str(port),
+                               "--no-charts"])
+        self.assertEqual(result.returncode, 1)
+        errors = [l for l in result.stderr.splitlines() if not l.startswith("lepus-bench: [")]
+        self.assertEqual(len(errors), 1, result.stderr)
+        self.assertIn("port %d on 127.0.0.1 is taken" % port, errors[0])
+
+
+if __name__ == "__main__":
+    unittest.main()
