@@ -338,7 +338,9 @@ bool expand_config_argument(int argc, char** argv, std::vector<std::string>& exp
         return errors.empty();
     }
     ConfigFile file;
-    if (!load_config_file(config_path, file, errors)) return false;
+    // On errors the arguments read so far are still expanded, so the caller can
+    // report problems in them as well.
+    bool loaded = load_config_file(config_path, file, errors);
     // A list option on the command line replaces the file's list.
     auto on_command_line = [&](const std::string& option) {
         return std::find(command_line.begin(), command_line.end(), option) != command_line.end();
@@ -354,7 +356,7 @@ bool expand_config_argument(int argc, char** argv, std::vector<std::string>& exp
     expanded.insert(expanded.end(), command_line.begin(), command_line.end());
     sites = std::move(file.sites);
     origins = std::move(file.origins);
-    return true;
+    return loaded;
 }
 
 } // namespace lepus

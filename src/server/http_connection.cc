@@ -76,6 +76,22 @@ void HttpConnection::on_upstream_progress() {
         drive();
 }
 
+void HttpConnection::set_phase(Phase next) {
+    auto gauge = [this](Phase phase) -> std::atomic<uint64_t>* {
+        WorkerStats& stats = worker_.stats();
+        if (phase == Phase::ReadingHead || phase == Phase::ReadingBody) return &stats.reading;
+        if (phase == Phase::Writing || phase == Phase::Upstream) return &stats.writing;
+        return nullptr;
+    };
+    std::atomic<uint64_t>* from = gauge(phase_);
+    std::atomic<uint64_t>* to = gauge(next);
+    if (from != to) {
+        if (from) WorkerStats::drop(*from);
+        if (to) WorkerStats::bump(*to);
+    }
+    phase_ = next;
+}
+
 void HttpConnection::drive() {
     if (in_drive_ || closed_) return;
     in_drive_ = true;
@@ -241,7 +257,7 @@ HttpConnection::Step HttpConnection::read_head() {
     if (step == Step::Continue && phase_ == Phase::Idle && s.input_end > s.input_begin) {
         // The header deadline is total, armed once per request: a trickling
         // client cannot extend it.
-        phase_ = Phase::ReadingHead;
+        set_phase(Phase::ReadingHead);
         deadline_ = reactor_.now_ms() + worker_.options().header_timeout_ms;
     }
     return step;
@@ -291,7 +307,7 @@ HttpConnection::Step HttpConnection::on_head_parsed() {
     // first read whole (read_body), since PHP needs CONTENT_LENGTH up front.
     if (fastcgi_ && !body_chunked_) return start_fastcgi();
     if (body_chunked_) s.chunked.reset(), s.fastcgi_body.clear();
-    phase_ = Phase::ReadingBody;
+    set_phase(Phase::ReadingBody);
     return Step::Continue;
 }
 
@@ -342,13 +358,27 @@ HttpConnection::Step HttpConnection::respond() {
     const Request& request = s.parser.request();
     Response& response = s.response;
     response.reset();
-    worker_.static_files().handle(request, keep_alive_, reactor_.now_s(), reactor_.now_ms(),
-                                  response);
+    const ServerOptions& options = worker_.options();
+    if (!options.status_path.empty() && request.path == options.status_path) {
+        serve_status(request, response);
+    } else if (const SiteTable* sites = worker_.sites()) {
+        size_t index = sites->match(request.host);
+        const SiteConfig& site = sites->site(index);
+        if (!serve_redirect(request, site, response)) {
+            worker_.site_files(index).handle(request, keep_alive_, reactor_.now_s(),
+                                             reactor_.now_ms(), response);
+            add_site_headers(site, response);
+        }
+    } else {
+        worker_.static_files().handle(request, keep_alive_, reactor_.now_s(), reactor_.now_ms(),
+                                      response);
+    }
     keep_alive_ = response.keep_alive;
+    worker_.publish_cache_stats();
     error_response_ = false;
     log_access(response.status, response.body_bytes());
     head_sent_ = body_sent_ = 0;
-    phase_ = Phase::Writing;
+    set_phase(Phase::Writing);
     return Step::Continue;
 }
 
@@ -364,11 +394,15 @@ HttpConnection::Step HttpConnection::respond_error(int status) {
     log_access(status, s.response.body_bytes());
     head_sent_ = body_sent_ = 0;
     head_size_ = s.input_end - s.input_begin; // nothing after an error is read as a request
-    phase_ = Phase::Writing;
+    set_phase(Phase::Writing);
     return Step::Continue;
 }
 
 void HttpConnection::log_access(int status, uint64_t bytes) {
+    WorkerStats& stats = worker_.stats();
+    WorkerStats::bump(stats.requests);
+    WorkerStats::bump(stats.bytes_sent, bytes);
+    if (status >= 100 && status < 600) WorkerStats::bump(stats.responses[status]);
     AsyncLogger& log = worker_.access_log();
     if (!log.enabled()) return;
     AccessLogEntry entry{};
@@ -458,12 +492,12 @@ HttpConnection::Step HttpConnection::finish_response() {
         // the response before the client reads it: shut down our side and drain
         // for a while first (nginx's lingering close).
         ::shutdown(fd_.get(), SHUT_WR);
-        phase_ = Phase::Lingering;
+        set_phase(Phase::Lingering);
         deadline_ = reactor_.now_ms() + kLingerMs;
         reactor_.timers().schedule(timer_, deadline_);
         return Step::Continue;
     }
-    phase_ = Phase::Idle;
+    set_phase(Phase::Idle);
     if (s.input_begin == s.input_end) s.input_begin = s.input_end = 0;
     return Step::Continue;
 }
@@ -482,6 +516,7 @@ HttpConnection::Step HttpConnection::linger() {
 void HttpConnection::close() {
     if (closed_) return;
     closed_ = true;
+    set_phase(Phase::Idle);
     reactor_.timers().cancel(timer_);
     if (fastcgi::UpstreamPool* pool = worker_.upstream_pool()) {
         if (upstream_queued()) pool->cancel_wait(*this);

@@ -53,6 +53,8 @@ private:
     HttpConnection(Worker& worker, const AcceptedSocket& socket);
     ~HttpConnection() = default;
 
+    // Moves to `next`, keeping the status page's reading/writing gauges right.
+    void set_phase(Phase next);
     void drive();
     Step read_head();
     Step read_body();
@@ -61,6 +63,11 @@ private:
     Step fill_input();
     Step on_head_parsed();
     Step respond();
+    // In http_connection_site.cc: virtual hosts and the status page.
+    bool serve_redirect(const Request& request, const SiteConfig& site, Response& response);
+    void add_site_headers(const SiteConfig& site, Response& response);
+    void serve_status(const Request& request, Response& response);
+    bool status_allowed() const;
     Step respond_error(int status);
     Step finish_response();
     void log_access(int status, uint64_t bytes);

@@ -74,7 +74,7 @@ HttpConnection::Step HttpConnection::start_fastcgi() {
     s.proxy_out.clear();
     s.proxy_sent = 0;
     error_response_ = false;
-    phase_ = Phase::Upstream;
+    set_phase(Phase::Upstream);
     worker_.upstream_pool()->acquire(*this);
     return Step::Continue;
 }
@@ -353,7 +353,7 @@ HttpConnection::Step HttpConnection::respond_fastcgi_error(int status,
     proxy_blocked_ = false;
     log_access(status, s.response.body_bytes());
     head_sent_ = body_sent_ = 0;
-    phase_ = Phase::Writing;
+    set_phase(Phase::Writing);
     return Step::Continue;
 }
 

@@ -6,8 +6,10 @@
 #include "net/socket.h"
 
 #include <CLI/CLI.hpp>
+#include <arpa/inet.h>
 #include <cstdio>
 #include <fcntl.h>
+#include <map>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -89,9 +91,21 @@ int usage_error(const std::string& message) {
     return 2;
 }
 
-} // namespace
+// Does `cidr` parse as ADDRESS/BITS (IPv4 or IPv6)?
+bool is_cidr(const std::string& cidr) {
+    size_t slash = cidr.find('/');
+    std::string address = cidr.substr(0, slash);
+    unsigned char raw[16];
+    int family = address.find(':') != std::string::npos ? AF_INET6 : AF_INET;
+    if (inet_pton(family, address.c_str(), raw) != 1) return false;
+    if (slash == std::string::npos) return true;
+    int bits = std::atoi(cidr.c_str() + slash + 1);
+    return bits >= 0 && bits <= (family == AF_INET6 ? 128 : 32) &&
+           cidr.find_first_not_of("0123456789", slash + 1) == std::string::npos;
+}
 
-CommandLineResult parse_command_line(int argc, char** argv, ServerOptions& options) {
+CommandLineResult parse_arguments(const std::vector<std::string>& arguments, ServerOptions& options,
+                                  const std::map<std::string, std::string>& origins) {
     CLI::App app{"lepus: a fast HTTP/1.1 server. Serves ROOT (default: the current directory)."};
     app.set_version_flag("--version", std::string("lepus ") + LEPUS_VERSION);
     // A repeated flag takes its last value, as in most servers' command lines.
@@ -107,12 +121,14 @@ CommandLineResult parse_command_line(int argc, char** argv, ServerOptions& optio
     std::string max_body_size, dotfiles = "deny", accept = "acceptor";
     bool no_pin = false;
 
-    app.add_option("root", options.root, "Directory to serve")->capture_default_str();
+    app.add_option("root,--root", options.root, "Directory to serve")->capture_default_str();
+    app.add_option("-c,--config", options.config_path,
+                   "TOML config file; the command line wins over it (-t checks it)");
     app.add_option("--listen,-l", options.listen, "Address to listen on (repeatable)")
         ->check(listen_address)
         ->capture_default_str()
         ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
-    app.add_option("--threads,-t", options.threads, "Reactor threads (default: online cores)")
+    app.add_option("--threads", options.threads, "Reactor threads (default: online cores)")
         ->check(CLI::Range(1u, 1024u));
     app.add_flag("--no-pin", no_pin, "Do not pin reactor threads to cores");
     app.add_option("--accept", accept, "acceptor (one thread hands off) or reuseport")
@@ -170,8 +186,24 @@ CommandLineResult parse_command_line(int argc, char** argv, ServerOptions& optio
                    "Idle pooled FastCGI connections are closed after (30s)")
         ->check(duration);
 
+    app.add_option("--status-path", options.status_path,
+                   "Serve the status page (JSON; ?format=prometheus) at this path");
+    app.add_option("--status-allow", options.status_allow,
+                   "Networks allowed to read the status page (127.0.0.0/8 ::1/128)")
+        ->capture_default_str()
+        ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)
+        ->check(CLI::Validator(
+            [](std::string& cidr) {
+                return is_cidr(cidr) ? std::string() : "'" + cidr + "' is not ADDRESS/BITS";
+            },
+            "CIDR"));
+    app.add_option("--user", options.user, "Run as this user after binding (when started as root)");
+    app.add_option("--group", options.group, "Run as this group after binding");
+
+    // CLI11 wants argv-style input, program name first, in reverse order of use.
+    std::vector<std::string> reversed(arguments.rbegin(), arguments.rend() - 1);
     try {
-        app.parse(argc, argv);
+        app.parse(reversed);
     } catch (const CLI::CallForHelp& e) {
         return {false, app.exit(e)};
     } catch (const CLI::CallForAllHelp& e) {
@@ -182,6 +214,13 @@ CommandLineResult parse_command_line(int argc, char** argv, ServerOptions& optio
         std::string message = e.what();
         for (char& c : message)
             if (c == '\n') c = ' ';
+        // Name the config file line when the option came from there.
+        for (auto& [option, origin] : origins)
+            if (message.find(option + ":") != std::string::npos ||
+                message.find(option + " ") != std::string::npos || message.ends_with(option)) {
+                message = origin + ": " + message;
+                break;
+            }
         return {false, usage_error(message)};
     }
 
@@ -206,11 +245,38 @@ CommandLineResult parse_command_line(int argc, char** argv, ServerOptions& optio
     // usual "index index.php index.html"; an explicit --index wins.
     if (!options.fastcgi.empty() && app.count("--index") == 0)
         options.index = {"index.php", "index.html"};
+    if (!options.status_path.empty() && options.status_path.front() != '/')
+        return {false, usage_error("--status-path must start with /")};
     if (options.access_log.empty() || options.error_log.empty())
         return {false, usage_error("log paths must not be empty")};
     if (std::string error = check_root(options.root); !error.empty())
         return {false, usage_error(error)};
     return {true, 0};
+}
+
+} // namespace
+
+CommandLineResult parse_command_line(int argc, char** argv, ServerOptions& options) {
+    std::vector<std::string> arguments, errors;
+    std::map<std::string, std::string> origins;
+    bool check_only = false;
+    bool expanded = expand_config_argument(argc, argv, arguments, options.sites, origins,
+                                           check_only, options.config_path, errors);
+    int error_exit = check_only ? 1 : 2;
+    for (const std::string& error : errors)
+        std::fprintf(stderr, "lepus: %s\n", error.c_str());
+    if (!expanded && arguments.size() <= 1) return {false, error_exit};
+    CommandLineResult result = parse_arguments(arguments, options, origins);
+    if (!expanded) return {false, error_exit};
+    if (!result.run) return {false, result.exit_code == 0 ? 0 : error_exit};
+    for (const SiteConfig& site : options.sites)
+        if (std::string error = check_root(site.root); !error.empty())
+            return {false, (usage_error(site.origin + ": " + error), error_exit)};
+    if (check_only) {
+        std::printf("ok\n");
+        return {false, 0};
+    }
+    return result;
 }
 
 } // namespace lepus

@@ -2,6 +2,8 @@
 // line that fills it. The config file (later) fills the same struct.
 #pragma once
 
+#include "server/config_file.h"
+
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -43,6 +45,13 @@ struct ServerOptions {
     uint64_t fastcgi_queue_timeout_ms = 10000;
     uint64_t fastcgi_timeout_ms = 60000;
     uint64_t fastcgi_idle_timeout_ms = 30000;
+
+    // Operating it: --config, virtual hosts, the status page, privileges.
+    std::string config_path;       // empty: no config file
+    std::vector<SiteConfig> sites; // the [[site]] blocks of the config file
+    std::string status_path;       // e.g. "/_lepus/status"; empty: off
+    std::vector<std::string> status_allow = {"127.0.0.0/8", "::1/128"};
+    std::string user, group; // drop to these after binding (when root)
 };
 
 // What parse_command_line decided.
@@ -51,8 +60,11 @@ struct CommandLineResult {
     int exit_code = 0;
 };
 
-// Parses and validates argv into `options`. Errors are printed as one line on
-// stderr ("lepus: ...") with exit code 2; --help and --version print and exit 0.
+// Parses and validates argv into `options`, reading `--config FILE` first (the
+// command line wins). Errors are printed as one line each on stderr ("lepus: ...",
+// with FILE:LINE:COLUMN for the config file) with exit code 2; --help and
+// --version print and exit 0; `-t --config FILE` prints "ok" (exit 0) or the
+// errors (exit 1) and does not start the server.
 CommandLineResult parse_command_line(int argc, char** argv, ServerOptions& options);
 
 } // namespace lepus

@@ -1,18 +1,22 @@
 #include "server/server.h"
 
+#include "base/clock.h"
 #include "log/async_logger.h"
 #include "log/error_log.h"
 #include "net/acceptor.h"
 #include "net/reactor.h"
 #include "net/socket.h"
 #include "server/http_connection.h"
+#include "server/site_table.h"
 #include "server/worker.h"
 
 #include <atomic>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <grp.h>
 #include <memory>
+#include <pwd.h>
 #include <signal.h>
 #include <sys/epoll.h>
 #include <sys/resource.h>
@@ -72,6 +76,43 @@ private:
     UniqueFd fd_;
     std::atomic<int64_t>& live_total_;
 };
+
+// --user/--group: switch to them (group first, with its supplementary groups).
+bool drop_privileges(const ServerOptions& options, std::string& error) {
+    if (options.user.empty() && options.group.empty()) return true;
+    if (geteuid() != 0) {
+        error = "--user/--group need lepus to start as root";
+        return false;
+    }
+    gid_t gid = getegid();
+    uid_t uid = geteuid();
+    const passwd* user = nullptr;
+    if (!options.user.empty()) {
+        user = getpwnam(options.user.c_str());
+        if (!user) {
+            error = "no such user '" + options.user + "'";
+            return false;
+        }
+        uid = user->pw_uid;
+        gid = user->pw_gid;
+    }
+    if (!options.group.empty()) {
+        const group* g = getgrnam(options.group.c_str());
+        if (!g) {
+            error = "no such group '" + options.group + "'";
+            return false;
+        }
+        gid = g->gr_gid;
+    }
+    bool ok = (user ? initgroups(user->pw_name, gid) : setgroups(0, nullptr)) == 0 &&
+              setgid(gid) == 0 && setuid(uid) == 0;
+    if (!ok) {
+        error = std::string("cannot drop privileges: ") + strerror(errno);
+        return false;
+    }
+    log_info("running as uid %u gid %u", unsigned(uid), unsigned(gid));
+    return true;
+}
 
 // The signals the main thread waits for; blocked in every thread.
 sigset_t server_signals() {
@@ -159,6 +200,29 @@ int run_server(const ServerOptions& options) {
     static_options.autoindex = options.autoindex;
     static_options.dotfiles_allow = options.dotfiles_allow;
 
+    // [[site]] blocks: one static handler per site in every worker.
+    std::unique_ptr<SiteTable> sites;
+    if (!options.sites.empty()) sites = std::make_unique<SiteTable>(options.sites);
+    auto site_handlers = [&](std::string& error) {
+        std::vector<std::unique_ptr<StaticHandler>> handlers;
+        for (size_t i = 0; sites && i < sites->size(); ++i) {
+            const SiteConfig& site = sites->site(i);
+            StaticOptions site_options = static_options;
+            site_options.root = site.root;
+            if (site.index) site_options.index = *site.index;
+            if (site.autoindex) site_options.autoindex = *site.autoindex;
+            if (site.dotfiles_allow) site_options.dotfiles_allow = *site.dotfiles_allow;
+            auto handler = StaticHandler::create(site_options, error);
+            if (!handler) {
+                error = site.origin + ": " + error;
+                return std::vector<std::unique_ptr<StaticHandler>>();
+            }
+            handlers.push_back(std::move(handler));
+        }
+        return handlers;
+    };
+    std::vector<Worker*> worker_list;
+
     std::atomic<int64_t> live_total{0};
     auto loads = std::make_unique<ReactorLoad[]>(threads);
     std::vector<std::unique_ptr<Worker>> workers;
@@ -175,6 +239,18 @@ int run_server(const ServerOptions& options) {
             return 1;
         }
         worker->set_static_files(std::move(handler));
+        if (sites) {
+            auto handlers = site_handlers(error);
+            if (handlers.empty()) {
+                std::fprintf(stderr, "lepus: %s\n", error.c_str());
+                logs.stop();
+                return 1;
+            }
+            worker->set_sites(sites.get(), std::move(handlers));
+        }
+        worker->all_workers = &worker_list;
+        worker->started_ms = monotonic_ms();
+        worker_list.push_back(worker.get());
         ReactorOptions reactor_options;
         reactor_options.index = i;
         reactor_options.cpu = options.pin_threads ? int(i % cores) : -1;
@@ -234,6 +310,13 @@ int run_server(const ServerOptions& options) {
             logs.stop();
             return 1;
         }
+    }
+
+    // Privileges go after every socket is bound and every root opened.
+    if (!drop_privileges(options, error)) {
+        std::fprintf(stderr, "lepus: %s\n", error.c_str());
+        logs.stop();
+        return 1;
     }
 
     std::atomic<unsigned> running{threads};

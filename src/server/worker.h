@@ -13,7 +13,10 @@
 #include "log/async_logger.h"
 #include "net/reactor.h"
 #include "server/options.h"
+#include "server/site_table.h"
 
+#include <array>
+#include <atomic>
 #include <memory>
 #include <string>
 #include <vector>
@@ -43,6 +46,21 @@ struct RequestState {
     size_t proxy_sent = 0;
 };
 
+// Counters of one worker for the status page. Only the worker's thread writes
+// them (load + store, no locked instruction); any thread may read them.
+struct WorkerStats {
+    std::atomic<uint64_t> requests{0}, bytes_sent{0}, reading{0}, writing{0};
+    std::atomic<uint64_t> cache_hits{0}, cache_misses{0};
+    std::array<std::atomic<uint64_t>, 600> responses{}; // by status code
+
+    static void bump(std::atomic<uint64_t>& counter, uint64_t by = 1) {
+        counter.store(counter.load(std::memory_order_relaxed) + by, std::memory_order_relaxed);
+    }
+    static void drop(std::atomic<uint64_t>& gauge) {
+        gauge.store(gauge.load(std::memory_order_relaxed) - 1, std::memory_order_relaxed);
+    }
+};
+
 class Worker {
 public:
     Worker(const ServerOptions& options, AsyncLogger& access_log)
@@ -67,6 +85,28 @@ public:
         scripts_ = std::move(scripts);
         upstream_pool_ = std::move(pool);
     }
+    // Virtual hosts: the handler of the site a request's Host names (the
+    // default root's handler when no [[site]] is configured).
+    void set_sites(const SiteTable* table, std::vector<std::unique_ptr<StaticHandler>> handlers) {
+        sites_ = table;
+        site_files_ = std::move(handlers);
+    }
+    const SiteTable* sites() const { return sites_; }
+    StaticHandler& site_files(size_t site) { return *site_files_[site]; }
+
+    WorkerStats& stats() { return stats_; }
+    // Copies the open-file cache counters of every handler into stats().
+    void publish_cache_stats() {
+        uint64_t hits = static_files_ ? static_files_->cache_hits() : 0;
+        uint64_t misses = static_files_ ? static_files_->cache_misses() : 0;
+        for (auto& handler : site_files_)
+            hits += handler->cache_hits(), misses += handler->cache_misses();
+        stats_.cache_hits.store(hits, std::memory_order_relaxed);
+        stats_.cache_misses.store(misses, std::memory_order_relaxed);
+    }
+    // Every worker of the server, for the status page (read-only use).
+    const std::vector<Worker*>* all_workers = nullptr;
+    uint64_t started_ms = 0;
     Reactor* reactor = nullptr;
 
 private:
@@ -77,6 +117,9 @@ private:
     std::unique_ptr<fastcgi::UpstreamPool> upstream_pool_;
     std::vector<std::unique_ptr<RequestState>> free_states_;
     std::string log_line_;
+    const SiteTable* sites_ = nullptr;
+    std::vector<std::unique_ptr<StaticHandler>> site_files_;
+    WorkerStats stats_;
 };
 
 } // namespace lepus

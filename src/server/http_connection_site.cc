@@ -1,0 +1,126 @@
+// The parts of HttpConnection that depend on the configuration: virtual-host
+// redirects and header rules, and the status page.
+#include "base/clock.h"
+#include "http/path.h"
+#include "server/http_connection.h"
+#include "server/status_page.h"
+
+#include <arpa/inet.h>
+#include <cstring>
+
+namespace lepus {
+namespace {
+
+// Is `address` inside `cidr` ("127.0.0.0/8", "::1/128", or a bare address)?
+bool in_network(const SocketAddress& address, const std::string& cidr) {
+    size_t slash = cidr.find('/');
+    std::string network = cidr.substr(0, slash);
+    bool v6 = network.find(':') != std::string::npos;
+    unsigned char want[16] = {}, have[16] = {};
+    size_t length;
+    if (v6) {
+        if (inet_pton(AF_INET6, network.c_str(), want) != 1) return false;
+        length = 16;
+        if (address.storage.any.sa_family == AF_INET6) {
+            std::memcpy(have, &address.storage.v6.sin6_addr, 16);
+        } else { // an IPv4 client compared with an IPv6 network: as ::ffff:a.b.c.d
+            have[10] = have[11] = 0xff;
+            std::memcpy(have + 12, &address.storage.v4.sin_addr, 4);
+        }
+    } else {
+        if (inet_pton(AF_INET, network.c_str(), want) != 1) return false;
+        if (address.storage.any.sa_family != AF_INET) return false;
+        length = 4;
+        std::memcpy(have, &address.storage.v4.sin_addr, 4);
+    }
+    unsigned bits = slash == std::string::npos ? unsigned(length * 8)
+                                               : unsigned(std::atoi(cidr.c_str() + slash + 1));
+    for (size_t i = 0; i < length && bits > 0; ++i, bits = bits >= 8 ? bits - 8 : 0) {
+        unsigned char mask = bits >= 8 ? 0xff : static_cast<unsigned char>(0xff << (8 - bits));
+        if ((want[i] & mask) != (have[i] & mask)) return false;
+    }
+    return true;
+}
+
+} // namespace
+
+bool HttpConnection::serve_redirect(const Request& request, const SiteConfig& site,
+                                    Response& response) {
+    if (site.redirects.empty()) return false;
+    std::string path;
+    if (decode_path(request.path, path) != 0) return false; // the static handler answers 400
+    const Redirect* redirect = find_redirect(site, path);
+    if (!redirect) return false;
+    std::string location = "Location: " + redirect->to + "\r\n";
+    ReplyContext context{reactor_.now_s(), keep_alive_, request.is_head(), request.version_minor};
+    build_error_response(redirect->status, context, response, location);
+    return true;
+}
+
+void HttpConnection::add_site_headers(const SiteConfig& site, Response& response) {
+    if (site.headers.empty() || response.head.size() < 4) return;
+    std::string extra;
+    append_rule_headers(site, state_->parser.request().path, extra);
+    // Before the empty line that ends the head.
+    response.head.insert(response.head.size() - 2, extra);
+}
+
+bool HttpConnection::status_allowed() const {
+    for (const std::string& network : worker_.options().status_allow)
+        if (in_network(peer_, network)) return true;
+    return false;
+}
+
+void HttpConnection::serve_status(const Request& request, Response& response) {
+    ReplyContext context{reactor_.now_s(), keep_alive_, request.is_head(), request.version_minor};
+    if (!status_allowed()) return build_error_response(403, context, response);
+    if (request.method != Method::Get && request.method != Method::Head)
+        return build_error_response(405, context, response, "Allow: GET, HEAD\r\n");
+
+    StatusSnapshot status;
+    status.version = LEPUS_VERSION;
+    status.uptime_seconds = double(reactor_.now_ms() - worker_.started_ms) / 1000.0;
+    std::array<uint64_t, 600> codes{};
+    for (Worker* worker : *worker_.all_workers) {
+        WorkerStats& stats = worker->stats();
+        StatusSnapshot::Reactor r;
+        r.active = worker->reactor->load().live_connections.load(std::memory_order_relaxed);
+        r.reading = stats.reading.load(std::memory_order_relaxed);
+        r.writing = stats.writing.load(std::memory_order_relaxed);
+        r.idle = r.active > r.reading + r.writing ? r.active - r.reading - r.writing : 0;
+        r.requests = stats.requests.load(std::memory_order_relaxed);
+        r.bytes_sent = stats.bytes_sent.load(std::memory_order_relaxed);
+        r.cache_hits = stats.cache_hits.load(std::memory_order_relaxed);
+        r.cache_misses = stats.cache_misses.load(std::memory_order_relaxed);
+        for (size_t code = 0; code < codes.size(); ++code)
+            codes[code] += stats.responses[code].load(std::memory_order_relaxed);
+        status.reactors.push_back(r);
+    }
+    for (size_t code = 100; code < codes.size(); ++code)
+        if (codes[code]) status.status_codes.emplace_back(int(code), codes[code]);
+    status.fastcgi_502 = codes[502];
+    status.fastcgi_503 = codes[503];
+    status.fastcgi_504 = codes[504];
+    status.log_lines_dropped = worker_.access_log().dropped_lines();
+
+    bool prometheus = request.query.find("format=prometheus") != std::string_view::npos;
+    std::string& body = response.owned_body;
+    body.clear();
+    if (prometheus)
+        render_status_prometheus(status, body);
+    else
+        render_status_json(status, body);
+
+    response.status = 200;
+    begin_head(200, reactor_.now_s(), response);
+    response.head += prometheus ? "Content-Type: text/plain; version=0.0.4; charset=utf-8\r\n"
+                                : "Content-Type: application/json\r\n";
+    response.head += "Cache-Control: no-store\r\nContent-Length: ";
+    append_decimal(body.size(), response.head);
+    response.head += "\r\n";
+    finish_head(keep_alive_, request.version_minor, response);
+    response.keep_alive = keep_alive_;
+    if (!request.is_head()) response.body = body;
+}
+
+} // namespace lepus

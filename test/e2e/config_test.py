@@ -1,0 +1,196 @@
+"""The config file end to end (issue 8): `lepus -t`, the example config, and
+[[site]] blocks chosen by Host, with redirects and extra headers."""
+import os
+import subprocess
+import tempfile
+import textwrap
+import unittest
+
+from harness import BINARY, Lepus
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+EXAMPLE = os.path.join(HERE, "..", "..", "examples", "lepus.toml")
+
+
+def check(path, cwd=None):
+    return subprocess.run([BINARY, "-t", "--config", path], capture_output=True, text=True,
+                          timeout=30, cwd=cwd)
+
+
+@unittest.skipUnless(BINARY, "LEPUS_BINARY is not set")
+class CheckMode(unittest.TestCase):
+    def setUp(self):
+        self.dir = tempfile.mkdtemp(prefix="lepus-config-")
+        os.makedirs(os.path.join(self.dir, "www"))
+
+    def write(self, text):
+        path = os.path.join(self.dir, "lepus.toml")
+        with open(path, "w") as f:
+            f.write(textwrap.dedent(text))
+        return path
+
+    def test_example_config_is_valid(self):
+        result = check(os.path.abspath(EXAMPLE), cwd=os.path.join(HERE, "..", ".."))
+        self.assertEqual(result.returncode, 0, result.stderr)
+        self.assertEqual(result.stdout.strip(), "ok")
+
+    def test_unknown_keys_are_reported_with_line_and_column(self):
+        path = self.write("""\
+            root = "www"
+            acces_log = "off"
+
+            [[site]]
+            root = "www"
+            colour = "blue"
+            """)
+        result = check(path, cwd=self.dir)
+        self.assertEqual(result.returncode, 1)
+        self.assertIn("lepus.toml:2:", result.stderr)
+        self.assertIn("lepus.toml:6:", result.stderr)
+        self.assertIn("colour", result.stderr)
+
+    def test_syntax_error(self):
+        result = check(self.write("threads = \n"), cwd=self.dir)
+        self.assertEqual(result.returncode, 1)
+        self.assertIn("lepus.toml:1:", result.stderr)
+
+    def test_bad_value(self):
+        result = check(self.write('keepalive_timeout = "10 parsecs"\n'), cwd=self.dir)
+        self.assertEqual(result.returncode, 1)
+        self.assertIn("keepalive", result.stderr)
+
+
+@unittest.skipUnless(BINARY, "LEPUS_BINARY is not set")
+class Sites(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.dir = tempfile.mkdtemp(prefix="lepus-sites-")
+        for name in ("one", "two", "wild", "fallback"):
+            os.makedirs(os.path.join(cls.dir, name))
+            with open(os.path.join(cls.dir, name, "index.html"), "w") as f:
+                f.write(name)
+        with open(os.path.join(cls.dir, "one", "style.css"), "w") as f:
+            f.write("body{}")
+        config = os.path.join(cls.dir, "lepus.toml")
+        with open(config, "w") as f:
+            f.write(textwrap.dedent("""\
+                [[site]]
+                server_names = ["one.test"]
+                root = "{d}/one"
+                headers = [ {{ match = "*.css", name = "Cache-Control", value = "max-age=60" }} ]
+                redirects = [ {{ from = "/old", to = "/new-place", status = 308 }} ]
+
+                [[site]]
+                server_names = ["two.test", "www.two.test"]
+                root = "{d}/two"
+
+                [[site]]
+                server_names = ["*.wild.test"]
+                root = "{d}/wild"
+
+                [[site]]
+                server_names = ["fallback.test"]
+                default = true
+                root = "{d}/fallback"
+                """).format(d=cls.dir))
+        cls.server = Lepus(["--config", config])
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.server.stop()
+
+    def host(self, host, path="/"):
+        return self.server.get(path, ["Host: " + host])
+
+    def get(self, path, headers=()):
+        return self.server.request("GET %s HTTP/1.1\r\n%s\r\nConnection: close\r\n\r\n"
+                                   % (path, "\r\n".join(headers)))
+
+    def test_sites_by_host(self):
+        self.assertEqual(self.get("/", ["Host: one.test"]).body, b"one")
+        self.assertEqual(self.get("/", ["Host: www.two.test:8080"]).body, b"two")
+        self.assertEqual(self.get("/", ["Host: a.b.wild.test"]).body, b"wild")
+        self.assertEqual(self.get("/", ["Host: nobody.test"]).body, b"fallback")
+
+    def test_redirect_and_header_rules(self):
+        r = self.get("/old", ["Host: one.test"])
+        self.assertEqual(r.status, 308)
+        self.assertEqual(r.header("location"), "/new-place")
+        r = self.get("/style.css", ["Host: one.test"])
+        self.assertEqual(r.header("cache-control"), "max-age=60")
+        self.assertIsNone(self.get("/", ["Host: two.test"]).header("cache-control"))
+
+
+@unittest.skipUnless(BINARY, "LEPUS_BINARY is not set")
+class StatusPage(unittest.TestCase):
+    def setUp(self):
+        self.server = Lepus(["--status-path", "/_lepus/status", "--threads", "2"])
+        self.server.write("index.html", "hi")
+
+    def tearDown(self):
+        self.server.stop(self)
+
+    def status(self, query=""):
+        return self.server.get("/_lepus/status" + query)
+
+    def test_json_parses_and_counters_move(self):
+        import json
+        first = json.loads(self.status().body)
+        for _ in range(5):
+            self.assertEqual(self.server.get("/").status, 200)
+        self.server.get("/missing")
+        second = json.loads(self.status().body)
+        self.assertEqual(len(second["reactors"]), 2)
+        requests = lambda s: sum(r["requests"] for r in s["reactors"])
+        self.assertGreaterEqual(requests(second) - requests(first), 6)
+        self.assertGreaterEqual(second["status_codes"]["200"], 5)
+        self.assertGreaterEqual(second["status_codes"]["404"], 1)
+        self.assertGreater(second["uptime_seconds"], 0)
+
+    def test_prometheus_text_format(self):
+        self.server.get("/")
+        r = self.status("?format=prometheus")
+        self.assertEqual(r.status, 200)
+        self.assertTrue(r.header("content-type").startswith("text/plain; version=0.0.4"))
+        import re
+        sample = re.compile(r'^lepus_[a-z_]+(\{[a-z]+="[^"]*"(,[a-z]+="[^"]*")*\})? [0-9.]+$')
+        names = set()
+        for line in r.body.decode().splitlines():
+            if line.startswith("# "):
+                self.assertRegex(line, r"^# (HELP|TYPE) lepus_")
+                continue
+            self.assertRegex(line, sample)
+            names.add(line.split("{")[0].split(" ")[0])
+        self.assertIn("lepus_requests_total", names)
+        self.assertIn("lepus_responses_total", names)
+
+    def test_status_restricted_by_network(self):
+        other = Lepus(["--status-path", "/_lepus/status", "--status-allow", "10.0.0.0/8"])
+        try:
+            self.assertEqual(other.get("/_lepus/status").status, 403)
+        finally:
+            other.stop(self)
+
+
+@unittest.skipUnless(BINARY, "LEPUS_BINARY is not set")
+@unittest.skipUnless(os.geteuid() == 0, "dropping privileges needs root")
+class Privileges(unittest.TestCase):
+    def test_user_and_group_dropped_after_bind(self):
+        server = Lepus(["--user", "nobody", "--group", "nogroup"])
+        os.chmod(server.tmp, 0o755)
+        os.chmod(server.root, 0o755)
+        server.write("index.html", "x", mode=0o644)
+        try:
+            with open("/proc/%d/status" % server.proc.pid) as f:
+                text = f.read()
+            import pwd
+            nobody = pwd.getpwnam("nobody").pw_uid
+            uid_line = [l for l in text.splitlines() if l.startswith("Uid:")][0]
+            self.assertEqual(set(int(x) for x in uid_line.split()[1:]), {nobody})
+            self.assertEqual(server.get("/").status, 200)
+        finally:
+            server.stop(self)
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
