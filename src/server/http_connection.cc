@@ -359,19 +359,19 @@ HttpConnection::Step HttpConnection::respond() {
     Response& response = s.response;
     response.reset();
     const ServerOptions& options = worker_.options();
+    serving_ = worker_.serving(); // kept until the response is sent (SIGHUP may replace it)
     if (!options.status_path.empty() && request.path == options.status_path) {
         serve_status(request, response);
-    } else if (const SiteTable* sites = worker_.sites()) {
+    } else if (const SiteTable* sites = serving_->sites.get()) {
         size_t index = sites->match(request.host);
         const SiteConfig& site = sites->site(index);
         if (!serve_redirect(request, site, response)) {
-            worker_.site_files(index).handle(request, keep_alive_, reactor_.now_s(),
-                                             reactor_.now_ms(), response);
+            serving_->site_files[index]->handle(request, keep_alive_, reactor_.now_s(),
+                                                reactor_.now_ms(), response);
             add_site_headers(site, response);
         }
     } else {
-        worker_.static_files().handle(request, keep_alive_, reactor_.now_s(), reactor_.now_ms(),
-                                      response);
+        serving_->root->handle(request, keep_alive_, reactor_.now_s(), reactor_.now_ms(), response);
     }
     keep_alive_ = response.keep_alive;
     worker_.publish_cache_stats();
@@ -482,6 +482,7 @@ HttpConnection::Step HttpConnection::write_response() {
 HttpConnection::Step HttpConnection::finish_response() {
     RequestState& s = *state_;
     s.response.reset(); // releases the cached file
+    serving_.reset();
     s.input_begin += head_size_;
     s.parser.reset();
     head_size_ = 0;

@@ -102,6 +102,7 @@ private:
     ConnectionTimer timer_;
     uint64_t deadline_ = 0; // what timer_ stands for; the wheel may fire a little early
     std::unique_ptr<RequestState> state_;
+    std::shared_ptr<ServingSet> serving_; // while a static response is in flight
     uint64_t requests_ = 0;
     uint64_t body_remaining_ = 0; // Content-Length bytes still to discard
     size_t head_size_ = 0;

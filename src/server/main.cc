@@ -6,5 +6,5 @@ int main(int argc, char** argv) {
     lepus::ServerOptions options;
     lepus::CommandLineResult parsed = lepus::parse_command_line(argc, argv, options);
     if (!parsed.run) return parsed.exit_code;
-    return lepus::run_server(options);
+    return lepus::run_server(options, argc, argv);
 }

@@ -77,6 +77,67 @@ private:
     std::atomic<int64_t>& live_total_;
 };
 
+// The handlers one worker serves with: the default root and every [[site]].
+std::unique_ptr<ServingSet> make_serving_set(const ServerOptions& options,
+                                             const std::shared_ptr<const SiteTable>& sites,
+                                             std::string& error) {
+    StaticOptions base;
+    base.root = options.root;
+    base.index = options.index;
+    base.autoindex = options.autoindex;
+    base.dotfiles_allow = options.dotfiles_allow;
+    auto set = std::make_unique<ServingSet>();
+    set->root = StaticHandler::create(base, error);
+    if (!set->root) return nullptr;
+    set->sites = sites;
+    for (size_t i = 0; sites && i < sites->size(); ++i) {
+        const SiteConfig& site = sites->site(i);
+        StaticOptions site_options = base;
+        site_options.root = site.root;
+        if (site.index) site_options.index = *site.index;
+        if (site.autoindex) site_options.autoindex = *site.autoindex;
+        if (site.dotfiles_allow) site_options.dotfiles_allow = *site.dotfiles_allow;
+        auto handler = StaticHandler::create(site_options, error);
+        if (!handler) {
+            error = site.origin + ": " + error;
+            return nullptr;
+        }
+        set->site_files.push_back(std::move(handler));
+    }
+    return set;
+}
+
+// SIGHUP: reads the command line and config file again. When they are valid,
+// every worker gets new handlers for its next requests (responses in flight
+// finish with the old ones); when not, the errors are logged and nothing changes.
+// Listening sockets, threads, timeouts and FastCGI settings need a restart.
+void reload(int argc, char** argv, const ServerOptions& current, std::vector<Worker*>& workers) {
+    ServerOptions next;
+    CommandLineResult parsed = parse_command_line(argc, argv, next);
+    if (!parsed.run) {
+        log_error("SIGHUP: the configuration is invalid (see stderr); keeping the running one");
+        return;
+    }
+    if (next.listen != current.listen || next.threads != current.threads ||
+        next.fastcgi != current.fastcgi)
+        log_warn("SIGHUP: listen, threads and fastcgi changes take effect after a restart");
+    std::shared_ptr<const SiteTable> sites;
+    if (!next.sites.empty()) sites = std::make_shared<const SiteTable>(next.sites);
+    std::vector<std::unique_ptr<ServingSet>> sets;
+    std::string error;
+    for (size_t i = 0; i < workers.size(); ++i) {
+        auto set = make_serving_set(next, sites, error);
+        if (!set) {
+            log_error("SIGHUP: %s; keeping the running configuration", error.c_str());
+            return;
+        }
+        sets.push_back(std::move(set));
+    }
+    for (size_t i = 0; i < workers.size(); ++i)
+        workers[i]->reload(std::move(sets[i]));
+    log_info("SIGHUP: configuration reloaded (%zu sites)", next.sites.size());
+}
+
 // --user/--group: switch to them (group first, with its supplementary groups).
 bool drop_privileges(const ServerOptions& options, std::string& error) {
     if (options.user.empty() && options.group.empty()) return true;
@@ -156,7 +217,7 @@ struct Loggers {
 
 } // namespace
 
-int run_server(const ServerOptions& options) {
+int run_server(const ServerOptions& options, int argc, char** argv) {
     signal(SIGPIPE, SIG_IGN);
     sigset_t signals = server_signals();
     pthread_sigmask(SIG_BLOCK, &signals, nullptr);
@@ -194,33 +255,8 @@ int run_server(const ServerOptions& options) {
         }
     }
 
-    StaticOptions static_options;
-    static_options.root = options.root;
-    static_options.index = options.index;
-    static_options.autoindex = options.autoindex;
-    static_options.dotfiles_allow = options.dotfiles_allow;
-
-    // [[site]] blocks: one static handler per site in every worker.
-    std::unique_ptr<SiteTable> sites;
-    if (!options.sites.empty()) sites = std::make_unique<SiteTable>(options.sites);
-    auto site_handlers = [&](std::string& error) {
-        std::vector<std::unique_ptr<StaticHandler>> handlers;
-        for (size_t i = 0; sites && i < sites->size(); ++i) {
-            const SiteConfig& site = sites->site(i);
-            StaticOptions site_options = static_options;
-            site_options.root = site.root;
-            if (site.index) site_options.index = *site.index;
-            if (site.autoindex) site_options.autoindex = *site.autoindex;
-            if (site.dotfiles_allow) site_options.dotfiles_allow = *site.dotfiles_allow;
-            auto handler = StaticHandler::create(site_options, error);
-            if (!handler) {
-                error = site.origin + ": " + error;
-                return std::vector<std::unique_ptr<StaticHandler>>();
-            }
-            handlers.push_back(std::move(handler));
-        }
-        return handlers;
-    };
+    std::shared_ptr<const SiteTable> sites;
+    if (!options.sites.empty()) sites = std::make_shared<const SiteTable>(options.sites);
     std::vector<Worker*> worker_list;
 
     std::atomic<int64_t> live_total{0};
@@ -232,22 +268,13 @@ int run_server(const ServerOptions& options) {
     unsigned cores = std::max(1u, unsigned(sysconf(_SC_NPROCESSORS_ONLN)));
     for (unsigned i = 0; i < threads; ++i) {
         auto worker = std::make_unique<Worker>(options, *logs.access);
-        auto handler = StaticHandler::create(static_options, error);
-        if (!handler) {
+        auto serving = make_serving_set(options, sites, error);
+        if (!serving) {
             std::fprintf(stderr, "lepus: %s\n", error.c_str());
             logs.stop();
             return 1;
         }
-        worker->set_static_files(std::move(handler));
-        if (sites) {
-            auto handlers = site_handlers(error);
-            if (handlers.empty()) {
-                std::fprintf(stderr, "lepus: %s\n", error.c_str());
-                logs.stop();
-                return 1;
-            }
-            worker->set_sites(sites.get(), std::move(handlers));
-        }
+        worker->set_serving(std::move(serving));
         worker->all_workers = &worker_list;
         worker->started_ms = monotonic_ms();
         worker_list.push_back(worker.get());
@@ -351,6 +378,8 @@ int run_server(const ServerOptions& options) {
             for (unsigned i = 0; i < threads; ++i)
                 counts += (i ? " " : "") + std::to_string(loads[i].live_connections.load());
             log_info("SIGUSR1: logs reopened; connections per reactor: %s", counts.c_str());
+        } else if (signal_number == SIGHUP && !stopping) {
+            reload(argc, argv, options, worker_list);
         } else if (signal_number == SIGTERM || signal_number == SIGINT) {
             if (stopping && signal_number == SIGINT) {
                 // A second Ctrl-C: leave now, keeping what the logs hold.

@@ -2,9 +2,9 @@
 // a signal stops it.
 //
 // Threads: the main thread waits for signals (SIGTERM/SIGINT stop, SIGUSR1
-// reopens the logs); one acceptor thread (unless --accept reuseport); one
-// reactor thread per --threads, pinned to a core each; one back-end thread per
-// log file.
+// reopens the logs, SIGHUP reloads the configuration); one acceptor thread (unless --accept
+// reuseport); one reactor thread per --threads, pinned to a core each; one back-end thread per log
+// file.
 #pragma once
 
 #include "server/options.h"
@@ -12,7 +12,8 @@
 namespace lepus {
 
 // Runs the server; returns the process exit code (0 after a clean stop,
-// 1 when it cannot start, e.g. the port is taken).
-int run_server(const ServerOptions& options);
+// 1 when it cannot start, e.g. the port is taken). argc/argv are parsed again
+// on SIGHUP to reload the configuration.
+int run_server(const ServerOptions& options, int argc, char** argv);
 
 } // namespace lepus

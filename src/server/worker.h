@@ -61,6 +61,16 @@ struct WorkerStats {
     }
 };
 
+// What a worker serves with: the handler of the default root and, with
+// [[site]] blocks, one handler per site. SIGHUP builds a new set for every
+// worker; a worker switches at its next request, and a response in flight keeps
+// the set it started with alive until it is sent.
+struct ServingSet {
+    std::unique_ptr<StaticHandler> root;
+    std::shared_ptr<const SiteTable> sites; // null without [[site]] blocks
+    std::vector<std::unique_ptr<StaticHandler>> site_files;
+};
+
 class Worker {
 public:
     Worker(const ServerOptions& options, AsyncLogger& access_log)
@@ -73,10 +83,21 @@ public:
     const ServerOptions& options() const { return options_; }
     AsyncLogger& access_log() { return access_log_; }
     std::string& log_line() { return log_line_; }
-    StaticHandler& static_files() { return *static_files_; }
-    void set_static_files(std::unique_ptr<StaticHandler> handler) {
-        static_files_ = std::move(handler);
+    // The current serving set; picks up one handed over by reload() first.
+    const std::shared_ptr<ServingSet>& serving() {
+        if (pending_.load(std::memory_order_relaxed)) {
+            if (ServingSet* next = pending_.exchange(nullptr, std::memory_order_acquire))
+                serving_.reset(next);
+        }
+        return serving_;
     }
+    // Before the reactor runs: the first set.
+    void set_serving(std::unique_ptr<ServingSet> set) { serving_ = std::move(set); }
+    // Any thread (SIGHUP): hands over a new set; the worker takes it at its next request.
+    void reload(std::unique_ptr<ServingSet> set) {
+        delete pending_.exchange(set.release(), std::memory_order_acq_rel);
+    }
+    ~Worker() { delete pending_.load(); }
     // FastCGI; both null when --fastcgi is not set.
     fastcgi::ScriptResolver* scripts() { return scripts_.get(); }
     fastcgi::UpstreamPool* upstream_pool() { return upstream_pool_.get(); }
@@ -85,21 +106,13 @@ public:
         scripts_ = std::move(scripts);
         upstream_pool_ = std::move(pool);
     }
-    // Virtual hosts: the handler of the site a request's Host names (the
-    // default root's handler when no [[site]] is configured).
-    void set_sites(const SiteTable* table, std::vector<std::unique_ptr<StaticHandler>> handlers) {
-        sites_ = table;
-        site_files_ = std::move(handlers);
-    }
-    const SiteTable* sites() const { return sites_; }
-    StaticHandler& site_files(size_t site) { return *site_files_[site]; }
 
     WorkerStats& stats() { return stats_; }
     // Copies the open-file cache counters of every handler into stats().
     void publish_cache_stats() {
-        uint64_t hits = static_files_ ? static_files_->cache_hits() : 0;
-        uint64_t misses = static_files_ ? static_files_->cache_misses() : 0;
-        for (auto& handler : site_files_)
+        uint64_t hits = serving_->root->cache_hits();
+        uint64_t misses = serving_->root->cache_misses();
+        for (auto& handler : serving_->site_files)
             hits += handler->cache_hits(), misses += handler->cache_misses();
         stats_.cache_hits.store(hits, std::memory_order_relaxed);
         stats_.cache_misses.store(misses, std::memory_order_relaxed);
@@ -112,13 +125,12 @@ public:
 private:
     const ServerOptions& options_;
     AsyncLogger& access_log_;
-    std::unique_ptr<StaticHandler> static_files_;
+    std::shared_ptr<ServingSet> serving_;
+    std::atomic<ServingSet*> pending_{nullptr};
     std::unique_ptr<fastcgi::ScriptResolver> scripts_;
     std::unique_ptr<fastcgi::UpstreamPool> upstream_pool_;
     std::vector<std::unique_ptr<RequestState>> free_states_;
     std::string log_line_;
-    const SiteTable* sites_ = nullptr;
-    std::vector<std::unique_ptr<StaticHandler>> site_files_;
     WorkerStats stats_;
 };
 

@@ -192,5 +192,67 @@ class Privileges(unittest.TestCase):
             server.stop(self)
 
 
+@unittest.skipUnless(BINARY, "LEPUS_BINARY is not set")
+class Reload(unittest.TestCase):
+    def test_reload_under_load_drops_nothing_and_bad_config_keeps_serving(self):
+        import signal
+        import threading
+        import time
+        d = tempfile.mkdtemp(prefix="lepus-reload-")
+        for version in ("v1", "v2"):
+            os.makedirs(os.path.join(d, version))
+            with open(os.path.join(d, version, "index.html"), "w") as f:
+                f.write(version)
+        config = os.path.join(d, "lepus.toml")
+
+        def write_config(root):
+            with open(config, "w") as f:
+                f.write('[[site]]\nserver_names = ["x.test"]\nroot = "%s"\n' % root)
+
+        write_config(os.path.join(d, "v1"))
+        server = Lepus(["--config", config, "--threads", "2"])
+        seen, failures, stop = [], [], threading.Event()
+
+        def client(keepalive):
+            while not stop.is_set():
+                try:
+                    if keepalive:
+                        with server.connect() as s:
+                            for _ in range(20):
+                                s.sendall(b"GET / HTTP/1.1\r\nHost: x.test\r\n\r\n")
+                                from harness import read_response
+                                r = read_response(s)
+                                seen.append(r.body) if r.status == 200 else failures.append(r.status)
+                    else:
+                        r = server.request("GET / HTTP/1.1\r\nHost: x.test\r\nConnection: close\r\n\r\n")
+                        seen.append(r.body) if r.status == 200 else failures.append(r.status)
+                except OSError as e:
+                    failures.append(repr(e))
+
+        threads = [threading.Thread(target=client, args=(k,)) for k in (True, False, True)]
+        try:
+            for t in threads:
+                t.start()
+            time.sleep(0.5)
+            write_config(os.path.join(d, "v2"))
+            os.kill(server.proc.pid, signal.SIGHUP)
+            time.sleep(1.0)
+            with open(config, "w") as f:
+                f.write("[[site]\nbroken")
+            os.kill(server.proc.pid, signal.SIGHUP)
+            time.sleep(0.5)
+            stop.set()
+            for t in threads:
+                t.join()
+            self.assertEqual(failures, [])
+            self.assertIn(b"v1", seen)
+            self.assertEqual(seen[-1], b"v2")
+            self.assertEqual(server.request("GET / HTTP/1.1\r\nHost: x.test\r\n\r\n").body, b"v2")
+            self.assertIn("keeping the running", server.error_log_text())
+        finally:
+            stop.set()
+            server.stop(self)
+
+
 if __name__ == "__main__":
     unittest.main(verbosity=2)
