@@ -92,12 +92,10 @@ bool Reactor::add(int fd, EventHandler* handler, uint32_t events, bool is_connec
     return true;
 }
 
-void Reactor::remove(int fd) {
+void Reactor::remove(int fd, bool keep_open) {
     Slot& slot = slots_[fd];
     if (!slot.handler) return;
-    // The fd is about to be closed, which removes it from the epoll set unless
-    // it was duplicated; the explicit DEL keeps that true for backends too.
-    epoll_ctl(epoll_fd_.get(), EPOLL_CTL_DEL, fd, nullptr);
+    if (keep_open) epoll_ctl(epoll_fd_.get(), EPOLL_CTL_DEL, fd, nullptr);
     slot.handler = nullptr;
     ++slot.generation;
     if (slot.is_connection) {

@@ -89,8 +89,10 @@ public:
     // Registers `fd` edge-triggered for `events`, counting it as a connection
     // when `is_connection` (live counts feed the balancer and --max-connections).
     bool add(int fd, EventHandler* handler, uint32_t events, bool is_connection);
-    // Forgets `fd` (call before closing it): later events for it are dropped.
-    void remove(int fd);
+    // Forgets `fd` (call right before closing it): later events for it are
+    // dropped. The kernel takes a closed fd out of the epoll set by itself (lepus
+    // never dups them), so no epoll_ctl(DEL) is spent unless `keep_open`.
+    void remove(int fd, bool keep_open = false);
     // Runs the handler again (kResumeEvent) after this round of events, so a
     // busy connection yields to the others instead of monopolising the loop.
     void defer(int fd);
