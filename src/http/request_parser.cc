@@ -374,6 +374,9 @@ ParseStatus RequestParser::parse(std::span<const char> data) {
                 state = State::LeadingLf;
             } else if (c != '\n') {
                 if (!has_class(c, kTokenByte)) return fail(400, "invalid method");
+                // The same bound as check_limits_and_wait, so that the answer does not
+                // depend on whether a read ended inside the empty lines (found by fuzzing).
+                if (p > limits_.max_request_line) return fail(400, "too many empty lines");
                 line_start_ = p;
                 state = State::Method;
             }

@@ -563,6 +563,18 @@ TEST(RequestParserLimits, EndlessEmptyLinesAre400) {
     EXPECT_EQ(parser.error_status(), 400);
 }
 
+// Found by test/fuzz/request_parser_fuzz.cc: the bound on empty lines held only when a
+// read ended inside them; arriving together with the request line they were accepted.
+TEST(RequestParserLimits, EmptyLinesBeforeARequestLineAreBoundedInOneRead) {
+    std::string raw = std::string(8193, '\n') + "GET / HTTP/1.1\r\nHost: h\r\n\r\n";
+    RequestParser whole;
+    ASSERT_EQ(whole.parse(raw), ParseStatus::Error);
+    EXPECT_EQ(whole.error_status(), 400);
+    std::string at_limit = std::string(8192, '\n') + "GET / HTTP/1.1\r\nHost: h\r\n\r\n";
+    RequestParser ok;
+    EXPECT_EQ(ok.parse(at_limit), ParseStatus::Done);
+}
+
 TEST(RequestParserLimits, HeaderCountAtTheLimitPassesOneMoreIs431) {
     std::string raw = "GET / HTTP/1.1\r\n";
     for (int i = 0; i < 100; ++i)
