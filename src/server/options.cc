@@ -269,6 +269,17 @@ CommandLineResult parse_command_line(int argc, char** argv, ServerOptions& optio
     CommandLineResult result = parse_arguments(arguments, options, origins);
     if (!expanded) return {false, error_exit};
     if (!result.run) return {false, result.exit_code == 0 ? 0 : error_exit};
+    for (const SiteConfig& site : options.sites) {
+        // Parsed and checked, but not served per site yet: refuse rather than ignore.
+        const char* unsupported = !site.error_pages.empty() ? "error_page"
+                                  : site.access_log         ? "access_log"
+                                  : site.fastcgi            ? "fastcgi"
+                                                            : nullptr;
+        if (unsupported)
+            return {false, (usage_error(site.origin + ": per-site '" + unsupported +
+                                        "' is not supported yet (use the top-level key)"),
+                            error_exit)};
+    }
     for (const SiteConfig& site : options.sites)
         if (std::string error = check_root(site.root); !error.empty())
             return {false, (usage_error(site.origin + ": " + error), error_exit)};

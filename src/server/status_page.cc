@@ -65,12 +65,8 @@ void render_status_json(const StatusSnapshot& status, std::string& out) {
         append_field(out, "requests", r.requests);
         append_field(out, "bytes_sent", r.bytes_sent);
         append_field(out, "open_file_cache_hits", r.cache_hits);
-        append_field(out, "open_file_cache_misses", r.cache_misses);
-        out += "\"fastcgi\": {";
-        append_field(out, "busy", r.fastcgi_busy);
-        append_field(out, "idle", r.fastcgi_idle);
-        append_field(out, "queued", r.fastcgi_queued, false);
-        out += "}}";
+        append_field(out, "open_file_cache_misses", r.cache_misses, false);
+        out += "}";
     }
     out += "], \"status_codes\": {";
     for (size_t i = 0; i < status.status_codes.size(); ++i) {
@@ -108,10 +104,6 @@ void render_status_prometheus(const StatusSnapshot& status, std::string& out) {
                        "Open-file cache hits.", &R::cache_hits);
     append_per_reactor(out, status, "lepus_open_file_cache_misses_total", "counter",
                        "Open-file cache misses.", &R::cache_misses);
-    append_per_reactor(out, status, "lepus_fastcgi_connections_busy", "gauge",
-                       "Backend connections with a request in flight.", &R::fastcgi_busy);
-    append_per_reactor(out, status, "lepus_fastcgi_queued", "gauge",
-                       "Requests waiting for a backend connection.", &R::fastcgi_queued);
     append_metric(out, "lepus_responses_total", "counter", "Responses by status code.");
     for (auto& [code, count] : status.status_codes)
         out += "lepus_responses_total{code=\"" + std::to_string(code) + "\"} " +

@@ -15,7 +15,6 @@ struct StatusSnapshot {
         uint64_t active = 0, reading = 0, writing = 0, idle = 0;
         uint64_t requests = 0, bytes_sent = 0;
         uint64_t cache_hits = 0, cache_misses = 0;
-        uint64_t fastcgi_busy = 0, fastcgi_idle = 0, fastcgi_queued = 0;
     };
     double uptime_seconds = 0;
     std::string version;
