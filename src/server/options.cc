@@ -277,7 +277,7 @@ CommandLineResult parse_command_line(int argc, char** argv, ServerOptions& optio
                                                             : nullptr;
         if (unsupported)
             return {false, (usage_error(site.origin + ": per-site '" + unsupported +
-                                        "' is not supported yet (use the top-level key)"),
+                                        "' is not supported yet"),
                             error_exit)};
     }
     for (const SiteConfig& site : options.sites)
