@@ -13,6 +13,22 @@ uint16_t SocketAddress::port() const {
 }
 
 void SocketAddress::format_host(std::string& out) const {
+    if (storage.any.sa_family == AF_INET) {
+        // glibc's inet_ntop formats IPv4 with sprintf, which cost about 1,500
+        // instructions per access-log line; the digits are written directly.
+        const auto* bytes = reinterpret_cast<const unsigned char*>(&storage.v4.sin_addr);
+        char text[16];
+        char* p = text;
+        for (int i = 0; i < 4; ++i) {
+            unsigned value = bytes[i];
+            if (value >= 100) *p++ = char('0' + value / 100);
+            if (value >= 10) *p++ = char('0' + value / 10 % 10);
+            *p++ = char('0' + value % 10);
+            if (i < 3) *p++ = '.';
+        }
+        out.assign(text, size_t(p - text));
+        return;
+    }
     char text[INET6_ADDRSTRLEN];
     const void* raw = storage.any.sa_family == AF_INET6
                           ? static_cast<const void*>(&storage.v6.sin6_addr)

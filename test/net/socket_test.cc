@@ -1,0 +1,36 @@
+#include "net/socket.h"
+
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+
+namespace lepus {
+namespace {
+
+TEST(SocketAddress, FormatsIpv4WithoutSprintf) {
+    for (const char* text :
+         {"0.0.0.0", "127.0.0.1", "10.20.30.40", "255.255.255.255", "1.100.9.99"}) {
+        SocketAddress address = *parse_listen_address(std::string(text) + ":80");
+        std::string out = "garbage";
+        address.format_host(out);
+        EXPECT_EQ(out, text);
+    }
+}
+
+TEST(SocketAddress, FormatsIpv6) {
+    SocketAddress address = *parse_listen_address("[::1]:8080");
+    std::string out;
+    address.format_host(out);
+    EXPECT_EQ(out, "::1");
+    EXPECT_EQ(address.to_string(), "[::1]:8080");
+}
+
+TEST(ParseListenAddress, Forms) {
+    EXPECT_EQ(parse_listen_address("8080")->port(), 8080);
+    EXPECT_EQ(parse_listen_address(":80")->port(), 80);
+    EXPECT_EQ(parse_listen_address("127.0.0.1:0")->port(), 0);
+    for (const char* bad : {"", "abc", "1.2.3.4:", "1.2.3.4:65536", "::1:80", "[::1]", "1.2.3:80"})
+        EXPECT_FALSE(parse_listen_address(bad).has_value()) << bad;
+}
+
+} // namespace
+} // namespace lepus
