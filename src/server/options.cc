@@ -17,12 +17,16 @@ namespace lepus {
 namespace {
 
 // CLI11 validators that share the duration and size parsers with the config file.
+constexpr uint64_t kMaxDurationMs = 7ull * 24 * 3600 * 1000;
+
 struct DurationValidator : CLI::Validator {
     DurationValidator() : CLI::Validator("DURATION") {
         func_ = [](std::string& text) -> std::string {
-            return parse_duration_ms(text)
-                       ? std::string()
-                       : "'" + text + "' is not a duration (e.g. 30, 500ms, 10s, 2m)";
+            auto ms = parse_duration_ms(text);
+            if (!ms) return "'" + text + "' is not a duration (e.g. 30, 500ms, 10s, 2m)";
+            // Deadlines are now + duration: keep them far from overflow.
+            if (*ms > kMaxDurationMs) return "'" + text + "' is longer than a week";
+            return {};
         };
     }
 };
@@ -159,6 +163,7 @@ CommandLineResult parse_arguments(const std::vector<std::string>& arguments, Ser
     app.add_option("--max-body-size", max_body_size, "Largest request body (1m)")->check(size);
     app.add_option("--index", options.index, "Index file names for directories")
         ->capture_default_str()
+        ->expected(1, 64)
         ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
     app.add_flag("--autoindex", options.autoindex, "List directories without an index");
     app.add_option("--dotfiles", dotfiles, "deny (404 for names starting with '.') or allow")
@@ -224,6 +229,14 @@ CommandLineResult parse_arguments(const std::vector<std::string>& arguments, Ser
         return {false, usage_error(message)};
     }
 
+    // CLI11 gives an option that lacks its value the next argument even when it
+    // is another flag ("--index --listen X" would serve on the default address):
+    // no value of ours starts with "--".
+    for (const CLI::Option* option : app.get_options())
+        for (const std::string& value : option->results())
+            if (value.rfind("--", 0) == 0)
+                return {false, usage_error(option->get_name() + " needs a value before " + value)};
+
     apply_units({{&keepalive_timeout, &options.keepalive_timeout_ms},
                  {&header_timeout, &options.header_timeout_ms},
                  {&body_timeout, &options.body_timeout_ms},
@@ -236,7 +249,9 @@ CommandLineResult parse_arguments(const std::vector<std::string>& arguments, Ser
     options.pin_threads = !no_pin;
     options.dotfiles_allow = dotfiles == "allow";
     options.accept_mode = accept == "reuseport" ? AcceptMode::ReusePort : AcceptMode::Acceptor;
-    if (options.header_timeout_ms == 0 || options.keepalive_timeout_ms == 0)
+    if (options.header_timeout_ms == 0 || options.keepalive_timeout_ms == 0 ||
+        options.body_timeout_ms == 0 || options.send_timeout_ms == 0 ||
+        options.shutdown_timeout_ms == 0)
         return {false, usage_error("timeouts must be greater than zero")};
     if (options.fastcgi_queue_timeout_ms == 0 || options.fastcgi_timeout_ms == 0 ||
         options.fastcgi_idle_timeout_ms == 0)

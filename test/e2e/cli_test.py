@@ -1,0 +1,205 @@
+"""Command line end to end (issue 7): every flag is validated before lepus
+serves anything. A bad value gives exactly one line on stderr, naming the flag
+or the value, and exit code 2; a port already in use gives one line naming the
+port and exit code 1; --help and --version exit 0. The real binary, run with a
+time limit: a flag that is wrongly accepted shows up as a server that starts."""
+import os
+import shutil
+import socket
+import subprocess
+import tempfile
+import unittest
+
+from harness import BINARY, Lepus, is_closed, read_response
+
+
+def run(*args, timeout=10):
+    """Runs lepus with args; returns (exit code, stdout, stderr). A lepus that
+    starts serving instead of refusing its command line is killed and reported
+    with exit code None."""
+    try:
+        done = subprocess.run([BINARY] + list(args), capture_output=True, text=True,
+                              timeout=timeout, stdin=subprocess.DEVNULL)
+    except subprocess.TimeoutExpired as e:
+        out = e.stdout.decode() if isinstance(e.stdout, bytes) else (e.stdout or "")
+        return None, out, ""
+    return done.returncode, done.stdout, done.stderr
+
+
+@unittest.skipUnless(BINARY, "LEPUS_BINARY is not set")
+class CommandLine(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.TemporaryDirectory(prefix="lepus-cli-")
+        cls.root = os.path.join(cls.tmp.name, "www")
+        os.mkdir(cls.root)
+        cls.file = os.path.join(cls.tmp.name, "file.txt")
+        with open(cls.file, "w") as f:
+            f.write("not a directory\n")
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.tmp.cleanup()
+
+    def assert_usage_error(self, args, *needles):
+        """lepus ROOT args... must exit 2 with one stderr line holding every needle."""
+        code, out, err = run(self.root, "--listen", "127.0.0.1:0", *args, timeout=5)
+        self.assertIsNotNone(code, "lepus accepted %r and started serving: %r" % (args, out))
+        self.assertEqual(code, 2, "exit code for %r; stderr: %r" % (args, err))
+        lines = err.splitlines()
+        self.assertEqual(len(lines), 1, "one line on stderr for %r, got %r" % (args, err))
+        self.assertTrue(lines[0].startswith("lepus: "), lines[0])
+        for needle in needles:
+            self.assertIn(needle, lines[0], "for %r" % (args,))
+        self.assertEqual(out, "", "nothing on stdout for %r" % (args,))
+
+    # --- sizes ---------------------------------------------------------------
+    def test_sizes_must_be_positive_numbers_with_known_units(self):
+        for value in ("0", "-5", "0k", "10q", "1.5m", "1m5", "k", "", "99999999999999999999g"):
+            with self.subTest(value=value):
+                self.assert_usage_error(["--max-body-size", value], "--max-body-size")
+
+    # --- durations -----------------------------------------------------------
+    def test_durations_must_be_numbers_with_known_units(self):
+        for flag in ("--keepalive-timeout", "--header-timeout", "--body-timeout",
+                     "--send-timeout", "--shutdown-timeout"):
+            for value in ("-1s", "5x", "1.5s", "s", "10 s"):
+                with self.subTest(flag=flag, value=value):
+                    self.assert_usage_error([flag, value], flag, value)
+
+    def test_zero_header_and_keepalive_timeouts_are_refused(self):
+        for flag in ("--keepalive-timeout", "--header-timeout"):
+            with self.subTest(flag=flag):
+                self.assert_usage_error([flag, "0"], "greater than zero")
+
+    def test_zero_body_and_send_timeouts_are_refused(self):
+        # With 0 every body read or stalled write would time out at once.
+        for flag in ("--body-timeout", "--send-timeout"):
+            with self.subTest(flag=flag):
+                self.assert_usage_error([flag, "0"], "greater than zero")
+
+    # --- numbers and choices -------------------------------------------------
+    def test_counts_out_of_range(self):
+        for flag, value in (("--threads", "0"), ("--threads", "-1"), ("--threads", "1025"),
+                            ("--threads", "abc"), ("--backlog", "0"),
+                            ("--max-connections", "0"), ("--keepalive-requests", "0")):
+            with self.subTest(flag=flag, value=value):
+                self.assert_usage_error([flag, value], flag, value)
+
+    def test_choices(self):
+        for flag, value in (("--log-level", "loud"), ("--dotfiles", "maybe"),
+                            ("--accept", "sideways")):
+            with self.subTest(flag=flag):
+                self.assert_usage_error([flag, value], flag, value)
+
+    def test_empty_log_path(self):
+        self.assert_usage_error(["--access-log", ""], "log paths")
+
+    def test_unknown_flags(self):
+        for flag in ("--bogus", "-x", "--listen-on"):
+            with self.subTest(flag=flag):
+                self.assert_usage_error([flag], flag)
+
+    def test_flag_missing_its_value(self):
+        self.assert_usage_error(["--index"], "--index")
+
+    @unittest.skipUnless(shutil.which("unshare") and os.geteuid() == 0, "needs unshare --net")
+    def test_flag_missing_its_value_before_another_flag(self):
+        # Observed: "--index --listen 127.0.0.1:0" starts lepus on the default
+        # 0.0.0.0:8080; run in a private network namespace so that it binds nothing real.
+        done = subprocess.run(["unshare", "--net", "sh", "-c",
+                               "ip link set lo up 2>/dev/null; exec timeout 3 \"$0\" \"$@\"",
+                               BINARY, self.root, "--index", "--listen", "127.0.0.1:0"],
+                              capture_output=True, text=True, timeout=20)
+        self.assertEqual(done.returncode, 2, "lepus started instead: %r" % done.stdout)
+
+    def test_huge_durations_are_refused_or_honoured(self):
+        # 2^64-1 ms parses, then the deadline wraps around and every keepalive
+        # connection is closed at once. Either refuse it or keep the connection.
+        code, out, err = run(self.root, "--listen", "127.0.0.1:0",
+                             "--keepalive-timeout", "18446744073709551615ms", timeout=1)
+        if code is not None:
+            self.assertEqual(code, 2, err)
+            return
+        server = Lepus(["--keepalive-timeout", "18446744073709551615ms"], access_log=False)
+        try:
+            server.write("index.html", "hello")
+            with server.connect() as s:
+                s.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+                self.assertEqual(read_response(s).status, 200)
+                self.assertFalse(is_closed(s, timeout=2), "keepalive connection closed at once")
+        finally:
+            server.stop(self)
+
+    # --- listen addresses ----------------------------------------------------
+    def test_listen_addresses(self):
+        for value in ("127.0.0.1:70000", "127.0.0.1:65536", "127.0.0.1:-1", "127.0.0.1:",
+                      "99999", "foo", "300.1.1.1:80", "[::1", "[::1]:", "localhost:80x",
+                      "1.2.3:80"):
+            with self.subTest(value=value):
+                self.assert_usage_error(["--listen", value], "--listen", value)
+
+    # --- FastCGI -----------------------------------------------------------------
+    def test_fastcgi_flags(self):
+        if "--fastcgi" not in run("--help")[1]:
+            self.skipTest("this lepus has no FastCGI support")
+        for flag, value in (("--fastcgi", "nothing"), ("--fastcgi", "unix:"),
+                            ("--fastcgi", "127.0.0.1:99999"), ("--fastcgi-ext", "php"),
+                            ("--fastcgi-ext", "./x"), ("--fastcgi-pool", "0"),
+                            ("--fastcgi-pool", "70000"), ("--fastcgi-queue", "-1"),
+                            ("--fastcgi-timeout", "5y"), ("--fastcgi-queue-timeout", "-1s")):
+            with self.subTest(flag=flag, value=value):
+                self.assert_usage_error([flag, value], flag, value)
+        for flag in ("--fastcgi-timeout", "--fastcgi-queue-timeout", "--fastcgi-idle-timeout"):
+            with self.subTest(flag=flag, value="0"):
+                self.assert_usage_error([flag, "0"], "greater than zero")
+
+    # --- the document root -----------------------------------------------------
+    def test_root_that_is_a_file(self):
+        code, out, err = run(self.file, "--listen", "127.0.0.1:0", timeout=5)
+        self.assertEqual(code, 2, err)
+        self.assertEqual(err, "lepus: root '%s' is not a directory (see lepus --help)\n"
+                         % self.file)
+
+    def test_missing_root(self):
+        missing = os.path.join(self.tmp.name, "missing")
+        code, out, err = run(missing, "--listen", "127.0.0.1:0", timeout=5)
+        self.assertEqual(code, 2, err)
+        self.assertEqual(len(err.splitlines()), 1, err)
+        self.assertIn("'%s' does not exist" % missing, err)
+
+    def test_two_roots(self):
+        code, out, err = run(self.root, self.root, "--listen", "127.0.0.1:0", timeout=5)
+        self.assertEqual(code, 2, err)
+        self.assertEqual(len(err.splitlines()), 1, err)
+
+    # --- the port --------------------------------------------------------------
+    def test_port_in_use(self):
+        with socket.socket() as taken:
+            taken.bind(("127.0.0.1", 0))
+            taken.listen()
+            port = taken.getsockname()[1]
+            code, out, err = run(self.root, "--listen", "127.0.0.1:%d" % port, timeout=10)
+        self.assertEqual(code, 1, "exit code; stderr %r stdout %r" % (err, out))
+        lines = err.splitlines()
+        self.assertEqual(len(lines), 1, err)
+        self.assertIn("port %d" % port, lines[0])
+        self.assertIn("in use", lines[0])
+
+    # --- help and version ------------------------------------------------------
+    def test_help(self):
+        code, out, err = run("--help")
+        self.assertEqual(code, 0, err)
+        self.assertIn("Usage:", out)
+        for flag in ("--listen", "--threads", "--header-timeout", "--max-body-size",
+                     "--access-log"):
+            self.assertIn(flag, out)
+
+    def test_version(self):
+        code, out, err = run("--version")
+        self.assertEqual(code, 0, err)
+        self.assertRegex(out.strip(), r"^lepus \d+\.\d+\.\d+$")
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)

@@ -1,0 +1,195 @@
+#!/usr/bin/env python3
+"""Writes the seed corpora of the libFuzzer drivers into test/fuzz/corpus/<target>/.
+
+Each seed is FuzzInput's two control bytes (split mode and options, split
+parameter; see fuzz_input.h) followed by a real input: requests as browsers,
+curl and ab send them, chunked bodies, request paths, Range headers, FastCGI
+streams as php-fpm writes them, CGI response heads. Files are named after their
+content, so running this again rewrites the same files; inputs that the fuzzer
+found interesting (and crashes, once fixed) are added beside them by scripts/fuzz
+and committed as they are.
+"""
+import hashlib
+import os
+import struct
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+# (mode byte, parameter byte): whole, byte by byte, two pieces, random pieces.
+SPLITS = [(0, 0), (1, 0), (2, 100), (3, 7)]
+
+
+def write(target, payload, splits=SPLITS, options=0):
+    directory = os.path.join(HERE, "corpus", target)
+    os.makedirs(directory, exist_ok=True)
+    for mode, parameter in splits:
+        data = bytes([mode | (options << 2), parameter]) + payload
+        name = "seed-" + hashlib.sha1(data).hexdigest()[:16]
+        with open(os.path.join(directory, name), "wb") as f:
+            f.write(data)
+
+
+def crlf(*lines):
+    return ("\r\n".join(lines) + "\r\n\r\n").encode()
+
+
+def requests():
+    browser = crlf("GET /index.html HTTP/1.1", "Host: localhost:8080",
+                   "User-Agent: Mozilla/5.0 (X11; Linux x86_64) Firefox/120.0",
+                   "Accept: text/html,application/xhtml+xml;q=0.9,*/*;q=0.8",
+                   "Accept-Language: en-US,en;q=0.5", "Accept-Encoding: gzip, deflate, br",
+                   "Connection: keep-alive", "If-None-Match: \"65a1-1f\"",
+                   "If-Modified-Since: Sat, 20 Jan 2024 10:00:00 GMT")
+    seeds = [
+        browser,
+        crlf("GET / HTTP/1.1", "Host: localhost", "User-Agent: curl/7.88.1", "Accept: */*"),
+        crlf("GET /big.bin HTTP/1.0", "Host: 127.0.0.1", "User-Agent: ApacheBench/2.3",
+             "Accept: */*", "Connection: keep-alive"),
+        crlf("HEAD /a%20b.txt?x=1&y=%41 HTTP/1.1", "Host: example.com", "Range: bytes=0-99,-5"),
+        crlf("OPTIONS * HTTP/1.1", "Host: x"),
+        crlf("GET http://example.com:80/p?q HTTP/1.1", "Host: other"),
+        crlf("CONNECT example.com:443 HTTP/1.1", "Host: example.com:443"),
+        crlf("POST /form HTTP/1.1", "Host: x", "Content-Type: application/x-www-form-urlencoded",
+             "Content-Length: 7") + b"a=1&b=2",
+        crlf("POST /upload HTTP/1.1", "Host: x", "Transfer-Encoding: chunked",
+             "Expect: 100-continue") + b"5\r\nhello\r\n0\r\n\r\n",
+        crlf("GET /1 HTTP/1.1", "Host: x") + crlf("GET /2 HTTP/1.1", "Host: x") +
+        crlf("GET /3 HTTP/1.1", "Host: x", "Connection: close"),
+        b"GET / HTTP/1.1\nHost: x\n\n",
+        b"\r\n\r\nGET / HTTP/1.1\r\nHost: [::1]:8080\r\n\r\n",
+        # Requests that must fail, one per status.
+        crlf("GET / HTTP/1.1", "Host: x", "Content-Length: 5", "Transfer-Encoding: chunked"),
+        crlf("GET / HTTP/1.1", "Host: a", "Host: b"),
+        crlf("GET / HTTP/1.1", "Host: x", " folded"),
+        crlf("GET / HTTP/2.0", "Host: x"),
+        crlf("BREW /pot HTTP/1.1", "Host: x"),
+        crlf("GET / HTTP/1.1", "Host: x", "Transfer-Encoding: gzip"),
+        crlf("GET /" + "a" * 100 + " HTTP/1.1", "Host: x"),
+        crlf("GET / HTTP/1.1", "Host: x", "Bad Name: y"),
+        crlf("GET / HTTP/1.1", "Host: x", "Content-Length: 1, 2"),
+        b"GET / HTTP/1.1\r\nHost: x\rX: y\r\n\r\n",
+        b"GET /%zz HTTP/1.1\r\nHost: x\r\n\r\n",
+    ]
+    for seed in seeds:
+        write("request_parser", seed)
+    # Small limits (option bit 0) reach 414 and 431 within a short input.
+    write("request_parser", crlf("GET / HTTP/1.1", "Host: x", "A: 1", "B: 2", "C: 3", "D: 4"),
+          splits=[(0, 0), (1, 0)], options=1)
+    write("request_parser", crlf("GET /" + "b" * 70 + " HTTP/1.1", "Host: x"),
+          splits=[(0, 0)], options=1)
+
+
+def chunked():
+    seeds = [
+        b"5\r\nhello\r\n0\r\n\r\n",
+        b"5\r\nhello\r\n6\r\n world\r\n0\r\n\r\n",
+        b"A;name=value;q=\"x y\"\r\n0123456789\r\n0\r\n\r\n",
+        b"3 ;ext\r\nabc\r\n0\r\nTrailer-One: 1\r\nTrailer-Two: two\r\n\r\n",
+        b"0\r\n\r\nGET / HTTP/1.1\r\n",
+        b"000010\r\n0123456789abcdef\r\n0\r\n\r\n",
+        b"fffffffffffffffff\r\n",
+        b"5\nhello\n0\n\n",
+        b"5\r\nhelloX\r\n",
+        b"1\r\na\r\n" * 20 + b"0\r\n\r\n",
+    ]
+    for seed in seeds:
+        write("chunked_decoder", seed)
+    # A 64-byte cap (options: bit 0 on, multiplier 1).
+    write("chunked_decoder", b"40\r\n" + b"x" * 64 + b"\r\n1\r\ny\r\n0\r\n\r\n",
+          splits=[(0, 0), (3, 9)], options=1 | (1 << 1))
+
+
+def paths():
+    seeds = [b"/", b"/index.html", b"/a/b/c/", b"/a/./b/../c", b"/a//b///c", b"/../etc/passwd",
+             b"/a/%2e%2e/%2e%2e/x", b"/%2F%2f", b"/space%20name.txt", b"/%00", b"/a%", b"/%zz",
+             b"/.git/config", b"/a/..", b"/a/.", b"/%25252e", b"relative", b"/\xc3\xa9t\xc3\xa9",
+             b"/a/b/../../..", b"/.well-known/x"]
+    for seed in seeds:
+        write("path", seed, splits=[(0, 0)])
+
+
+def ranges():
+    headers = [b"bytes=0-0", b"bytes=0-", b"bytes=-1", b"bytes=-0", b"bytes=5-2",
+               b"bytes=0-99,200-299", b"BYTES=1-2", b"bytes= 1-2 , ,3-4", b"bytes=99999999999-",
+               b"bytes=18446744073709551616-", b"items=0-1", b"bytes=", b"bytes=-",
+               b"bytes=10-20", b"bytes=0-18446744073709551615"]
+    for header in headers:
+        # File sizes 0, 1, 10 and 31 (options bits 1..5), and a 64-bit size (bit 0).
+        for size in (0, 1, 10, 31):
+            write("range", header, splits=[(0, 0)], options=size << 1)
+        write("range", struct.pack("<Q", 1 << 40) + header, splits=[(0, 0)], options=1)
+
+
+def fcgi_record(kind, request_id, content, padding=None):
+    if padding is None:
+        padding = (8 - len(content) % 8) % 8
+    return struct.pack(">BBHHBx", 1, kind, request_id, len(content), padding) + content + \
+        b"\0" * padding
+
+
+def name_value(name, value):
+    def length(n):
+        return bytes([n]) if n < 128 else struct.pack(">I", n | 0x80000000)
+    return length(len(name)) + length(len(value)) + name + value
+
+
+def fastcgi():
+    params = b"".join(name_value(n, v) for n, v in [
+        (b"SCRIPT_FILENAME", b"/srv/www/index.php"), (b"REQUEST_METHOD", b"GET"),
+        (b"QUERY_STRING", b"a=1"), (b"HTTP_USER_AGENT", b"x" * 200)])
+    stdout = b"Content-Type: text/html; charset=UTF-8\r\n\r\n<h1>hello</h1>"
+    responder = (fcgi_record(6, 1, stdout) + fcgi_record(7, 1, b"PHP Notice: x") +
+                 fcgi_record(7, 1, b"") + fcgi_record(6, 1, b"") +
+                 fcgi_record(3, 1, struct.pack(">IB3x", 0, 0)))
+    client = (fcgi_record(1, 1, struct.pack(">HB5x", 1, 1)) + fcgi_record(4, 1, params) +
+              fcgi_record(4, 1, b"") + fcgi_record(5, 1, b"a=1&b=2") + fcgi_record(5, 1, b""))
+    seeds = [
+        responder, client,
+        fcgi_record(6, 1, b"x" * 4000),
+        fcgi_record(9, 0, name_value(b"FCGI_MAX_CONNS", b"") + name_value(b"FCGI_MPXS_CONNS", b"")),
+        fcgi_record(11, 0, bytes([42]) + b"\0" * 7),
+        fcgi_record(42, 7, b"unknown type"),
+        fcgi_record(6, 1, b"abc", padding=255),
+        b"\x02\x06\x00\x01\x00\x00\x00\x00",
+        fcgi_record(4, 1, b"\x80\x00\x00\x05\x01abc"),
+        fcgi_record(3, 1, struct.pack(">IB3x", 255, 2)),
+    ]
+    for seed in seeds:
+        write("fastcgi_record", seed)
+
+
+def cgi():
+    seeds = [
+        b"Content-Type: text/html; charset=UTF-8\r\n\r\n<h1>hello</h1>",
+        b"Status: 404 Not Found\r\nContent-Type: text/plain\r\n\r\nnope",
+        b"Location: /elsewhere\r\n\r\n",
+        b"Status: 201\nX-Powered-By: PHP/8.2\nContent-Length: 2\n\nok",
+        b"Set-Cookie: a=1\r\nSet-Cookie: b=2\r\nCache-Control: no-cache\r\n\r\n",
+        b"Status: 99 Low\r\n\r\n",
+        b"Status: 200 OK\r\nStatus: 500\r\n\r\n",
+        b"Content-Length: 5\r\nContent-Length: 6\r\n\r\n",
+        b"Bad Header\r\n\r\n",
+        b"X: a\x01b\r\n\r\n",
+        b": empty name\r\n\r\n",
+        b"X-Long: " + b"v" * 3000 + b"\r\n\r\n",
+    ]
+    for seed in seeds:
+        write("cgi_response", seed)
+
+
+def main():
+    requests()
+    chunked()
+    paths()
+    ranges()
+    fastcgi()
+    cgi()
+    for target in sorted(os.listdir(os.path.join(HERE, "corpus"))):
+        count = len(os.listdir(os.path.join(HERE, "corpus", target)))
+        print("%-16s %d files" % (target, count))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
