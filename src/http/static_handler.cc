@@ -351,6 +351,7 @@ int status_for_errno(int error_number) {
     case ELOOP:  // a symlink refused by the walk, or a magic link
     case EMLINK: // O_NOFOLLOW on a symlink on some file systems
     case EXDEV:  // openat2 RESOLVE_BENEATH: the path tried to leave the root
+    case ENXIO:  // open(2) on a unix socket in the root: not a file to serve
         return 403;
     default:
         return 500;

@@ -11,7 +11,7 @@ namespace {
 TEST(StatusForErrno, OnePlace) {
     for (int e : {ENOENT, ENOTDIR, ENAMETOOLONG})
         EXPECT_EQ(status_for_errno(e), 404) << e;
-    for (int e : {EACCES, ELOOP, EMLINK, EXDEV})
+    for (int e : {EACCES, ELOOP, EMLINK, EXDEV, ENXIO})
         EXPECT_EQ(status_for_errno(e), 403) << e;
     for (int e : {EIO, EMFILE, ENFILE, ENOMEM, 0})
         EXPECT_EQ(status_for_errno(e), 500) << e;
