@@ -131,6 +131,24 @@ void format_http_date(time_t t, char* out) {
     out[25] = ' ', out[26] = 'G', out[27] = 'M', out[28] = 'T';
 }
 
+namespace {
+
+// "08:49:37", shared by the three date forms.
+struct Clock {
+    unsigned hour, minute, second;
+};
+Clock read_clock(DateReader& r) {
+    Clock clock;
+    clock.hour = r.number(2);
+    r.literal(":");
+    clock.minute = r.number(2);
+    r.literal(":");
+    clock.second = r.number(2);
+    return clock;
+}
+
+} // namespace
+
 std::optional<time_t> parse_http_date(std::string_view text) {
     // IMF-fixdate: "Sun, 06 Nov 1994 08:49:37 GMT"
     {
@@ -143,11 +161,7 @@ std::optional<time_t> parse_http_date(std::string_view text) {
         r.literal(" ");
         unsigned year = r.number(4);
         r.literal(" ");
-        unsigned hour = r.number(2);
-        r.literal(":");
-        unsigned minute = r.number(2);
-        r.literal(":");
-        unsigned second = r.number(2);
+        auto [hour, minute, second] = read_clock(r);
         r.literal(" GMT");
         if (r.ok()) return to_time(year, month, day, hour, minute, second);
     }
@@ -163,11 +177,7 @@ std::optional<time_t> parse_http_date(std::string_view text) {
         r.literal("-");
         unsigned year = r.number(2);
         r.literal(" ");
-        unsigned hour = r.number(2);
-        r.literal(":");
-        unsigned minute = r.number(2);
-        r.literal(":");
-        unsigned second = r.number(2);
+        auto [hour, minute, second] = read_clock(r);
         r.literal(" GMT");
         if (r.ok())
             return to_time(year < 70 ? 2000 + year : 1900 + year, month, day, hour, minute, second);
@@ -182,11 +192,7 @@ std::optional<time_t> parse_http_date(std::string_view text) {
         if (r.peek() == ' ') r.literal(" ");
         unsigned day = r.number(0);
         r.literal(" ");
-        unsigned hour = r.number(2);
-        r.literal(":");
-        unsigned minute = r.number(2);
-        r.literal(":");
-        unsigned second = r.number(2);
+        auto [hour, minute, second] = read_clock(r);
         r.literal(" ");
         unsigned year = r.number(4);
         if (r.ok()) return to_time(year, month, day, hour, minute, second);
