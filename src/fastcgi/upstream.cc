@@ -23,7 +23,7 @@ bool is_reset(int error) {
 // --- UpstreamConnection ------------------------------------------------------
 
 UpstreamConnection::UpstreamConnection(UpstreamPool& pool, Reactor& reactor)
-    : pool_(pool), reactor_(reactor), timer_(this) {}
+    : pool_(pool), reactor_(reactor), timer_(this, &UpstreamConnection::on_timer) {}
 
 UpstreamConnection::~UpstreamConnection() {
     // The pool outlives its reactor's loop but not necessarily the reactor:
@@ -379,7 +379,7 @@ void UpstreamConnection::notify() {
 }
 
 void UpstreamConnection::on_timer(TimerEntry& entry) {
-    UpstreamConnection* self = static_cast<Timer&>(entry).connection;
+    UpstreamConnection* self = &OwnedTimerEntry<UpstreamConnection>::owner_of(entry);
     Reactor& reactor = self->reactor_;
     if (reactor.now_ms() < self->deadline_) { // refresh() may fire a little early
         reactor.timers().schedule(entry, self->deadline_);
@@ -411,7 +411,8 @@ void UpstreamConnection::on_timer(TimerEntry& entry) {
 // --- UpstreamPool ------------------------------------------------------------
 
 UpstreamPool::UpstreamPool(Reactor& reactor, UpstreamOptions options)
-    : reactor_(reactor), options_(std::move(options)), queue_timer_(this) {
+    : reactor_(reactor), options_(std::move(options)),
+      queue_timer_(this, &UpstreamPool::on_queue_timer) {
     options_.connections = std::max<size_t>(1, options_.connections);
     for (size_t i = 0; i < options_.connections; ++i) {
         connections_.push_back(std::make_unique<UpstreamConnection>(*this, reactor_));
@@ -506,7 +507,7 @@ void UpstreamPool::arm_queue_timer() {
 }
 
 void UpstreamPool::on_queue_timer(TimerEntry& entry) {
-    UpstreamPool* pool = static_cast<QueueTimer&>(entry).pool;
+    UpstreamPool* pool = &OwnedTimerEntry<UpstreamPool>::owner_of(entry);
     uint64_t now = pool->reactor_.now_ms();
     // Everyone shares one timeout, so the expired waiters are at the front.
     while (pool->queue_head_ && pool->queue_head_->queue_deadline_ <= now) {

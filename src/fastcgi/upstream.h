@@ -151,16 +151,10 @@ private:
     void notify();
     static void on_timer(TimerEntry& entry);
 
-    struct Timer : TimerEntry {
-        explicit Timer(UpstreamConnection* owner)
-            : TimerEntry(&UpstreamConnection::on_timer), connection(owner) {}
-        UpstreamConnection* connection;
-    };
-
     UpstreamPool& pool_;
     Reactor& reactor_;
     UniqueFd fd_;
-    Timer timer_;
+    OwnedTimerEntry<UpstreamConnection> timer_;
     uint64_t deadline_ = 0;
     UpstreamClient* client_ = nullptr;
     State state_ = State::Closed;
@@ -222,12 +216,6 @@ private:
     void arm_queue_timer();
     static void on_queue_timer(TimerEntry& entry);
 
-    struct QueueTimer : TimerEntry {
-        explicit QueueTimer(UpstreamPool* owner)
-            : TimerEntry(&UpstreamPool::on_queue_timer), pool(owner) {}
-        UpstreamPool* pool;
-    };
-
     Reactor& reactor_;
     UpstreamOptions options_;
     std::vector<std::unique_ptr<UpstreamConnection>> connections_;
@@ -236,7 +224,7 @@ private:
     UpstreamClient* queue_head_ = nullptr;
     UpstreamClient* queue_tail_ = nullptr;
     size_t queue_size_ = 0;
-    QueueTimer queue_timer_;
+    OwnedTimerEntry<UpstreamPool> queue_timer_;
 };
 
 } // namespace lepus::fastcgi

@@ -54,6 +54,16 @@ private:
     uint16_t slot_ = 0; // level * 64 + slot, or one of TimerWheel's special lists
 };
 
+// A TimerEntry that knows its owner: the callback gets the owner back with
+// owner_of(), for owners that are not standard layout (where offsetof is undefined).
+template <typename Owner> struct OwnedTimerEntry : TimerEntry {
+    OwnedTimerEntry(Owner* owner, Callback callback) : TimerEntry(callback), owner(owner) {}
+    static Owner& owner_of(TimerEntry& entry) {
+        return *static_cast<OwnedTimerEntry&>(entry).owner;
+    }
+    Owner* owner;
+};
+
 class TimerWheel {
 public:
     static constexpr unsigned kBitsPerLevel = 6;

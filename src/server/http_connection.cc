@@ -40,8 +40,8 @@ void HttpConnection::open(Worker& worker, const AcceptedSocket& socket) {
 }
 
 HttpConnection::HttpConnection(Worker& worker, const AcceptedSocket& socket)
-    : worker_(worker), reactor_(*worker.reactor), fd_(socket.fd), peer_(socket.peer), timer_(this) {
-}
+    : worker_(worker), reactor_(*worker.reactor), fd_(socket.fd), peer_(socket.peer),
+      timer_(this, &HttpConnection::on_timer) {}
 
 void HttpConnection::on_events(uint32_t events) {
     if (events & (EPOLLERR | EPOLLHUP)) {
@@ -180,7 +180,7 @@ void HttpConnection::wait_with_timer() {
 }
 
 void HttpConnection::on_timer(TimerEntry& entry) {
-    HttpConnection* self = static_cast<ConnectionTimer&>(entry).connection;
+    HttpConnection* self = &OwnedTimerEntry<HttpConnection>::owner_of(entry);
     Reactor& reactor = self->reactor_;
     // refresh() with slack may fire a little before the real deadline.
     if (reactor.now_ms() < self->deadline_) {

@@ -87,19 +87,11 @@ private:
     void close();
     static void on_timer(TimerEntry& entry);
 
-    // The timer entry knows its connection (HttpConnection is not standard
-    // layout, so offsetof would be undefined).
-    struct ConnectionTimer : TimerEntry {
-        explicit ConnectionTimer(HttpConnection* owner)
-            : TimerEntry(&HttpConnection::on_timer), connection(owner) {}
-        HttpConnection* connection;
-    };
-
     Worker& worker_;
     Reactor& reactor_;
     UniqueFd fd_;
     SocketAddress peer_;
-    ConnectionTimer timer_;
+    OwnedTimerEntry<HttpConnection> timer_;
     uint64_t deadline_ = 0; // what timer_ stands for; the wheel may fire a little early
     std::unique_ptr<RequestState> state_;
     std::shared_ptr<ServingSet> serving_; // while a static response is in flight
