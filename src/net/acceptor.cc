@@ -11,11 +11,12 @@
 #include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <sys/timerfd.h>
+#include <utility>
 
 namespace lepus {
 namespace {
 
-constexpr uint64_t kStopCookie = ~uint64_t{0};
+constexpr uint64_t kWakeCookie = ~uint64_t{0};
 constexpr uint64_t kPauseCookie = ~uint64_t{0} - 1;
 
 UniqueFd open_reserve_fd() {
@@ -28,35 +29,72 @@ Acceptor::Acceptor(std::vector<UniqueFd> listeners, std::span<Reactor* const> re
                    std::span<ReactorLoad> loads, std::atomic<int64_t>& live_total,
                    const AcceptorOptions& options)
     : listeners_(std::move(listeners)), reactors_(reactors.begin(), reactors.end()),
-      balancer_(loads), live_total_(live_total), options_(options) {}
+      woken_(reactors_.size(), false), balancer_(loads), live_total_(live_total),
+      options_(options) {}
 
 bool Acceptor::init(std::string& error) {
-    epoll_fd_.reset(epoll_create1(EPOLL_CLOEXEC));
-    stop_fd_.reset(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
-    pause_timer_fd_.reset(timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC));
+    wake_fd_.reset(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
     reserve_fd_ = open_reserve_fd();
-    if (!epoll_fd_ || !stop_fd_ || !pause_timer_fd_ || !reserve_fd_) {
+    if (!wake_fd_ || !reserve_fd_) {
         error = std::string("cannot create acceptor descriptors: ") + strerror(errno);
         return false;
     }
-    epoll_event stop{EPOLLIN, {.u64 = kStopCookie}};
+    if (options_.io == IoBackend::Uring) return true; // run_uring sets up its ring
+    epoll_fd_.reset(epoll_create1(EPOLL_CLOEXEC));
+    pause_timer_fd_.reset(timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC));
+    if (!epoll_fd_ || !pause_timer_fd_) {
+        error = std::string("cannot create acceptor descriptors: ") + strerror(errno);
+        return false;
+    }
+    epoll_event wake{EPOLLIN, {.u64 = kWakeCookie}};
     epoll_event pause{EPOLLIN, {.u64 = kPauseCookie}};
-    epoll_ctl(epoll_fd_.get(), EPOLL_CTL_ADD, stop_fd_.get(), &stop);
+    epoll_ctl(epoll_fd_.get(), EPOLL_CTL_ADD, wake_fd_.get(), &wake);
     epoll_ctl(epoll_fd_.get(), EPOLL_CTL_ADD, pause_timer_fd_.get(), &pause);
     resume_listeners();
     return true;
 }
 
 void Acceptor::request_stop() {
+    stop_requested_.store(true);
     uint64_t one = 1;
-    [[maybe_unused]] ssize_t n = write(stop_fd_.get(), &one, sizeof one);
+    [[maybe_unused]] ssize_t n = write(wake_fd_.get(), &one, sizeof one);
+}
+
+void Acceptor::change_listeners(std::vector<UniqueFd> added, std::vector<int> removed) {
+    {
+        std::lock_guard lock(changes_mutex_);
+        for (UniqueFd& fd : added)
+            changes_.added.push_back(std::move(fd));
+        changes_.removed.insert(changes_.removed.end(), removed.begin(), removed.end());
+    }
+    uint64_t one = 1;
+    [[maybe_unused]] ssize_t n = write(wake_fd_.get(), &one, sizeof one);
+}
+
+Acceptor::ListenerChange Acceptor::take_changes() {
+    uint64_t count;
+    [[maybe_unused]] ssize_t n = read(wake_fd_.get(), &count, sizeof count);
+    std::lock_guard lock(changes_mutex_);
+    return std::exchange(changes_, {});
+}
+
+void Acceptor::apply_changes_epoll() {
+    ListenerChange change = take_changes();
+    for (int fd : change.removed)
+        std::erase_if(listeners_, [fd](const UniqueFd& listener) { return listener.get() == fd; });
+    for (UniqueFd& fd : change.added) {
+        // The kernel drops a closed listener from the epoll set by itself.
+        epoll_event event{EPOLLIN, {.u64 = uint64_t(fd.get())}};
+        if (!paused_) epoll_ctl(epoll_fd_.get(), EPOLL_CTL_ADD, fd.get(), &event);
+        listeners_.push_back(std::move(fd));
+    }
 }
 
 void Acceptor::resume_listeners() {
     // Level-triggered: a backlog left over after a pause is picked up at once.
-    for (size_t i = 0; i < listeners_.size(); ++i) {
-        epoll_event event{EPOLLIN, {.u64 = i}};
-        epoll_ctl(epoll_fd_.get(), EPOLL_CTL_ADD, listeners_[i].get(), &event);
+    for (const UniqueFd& listener : listeners_) {
+        epoll_event event{EPOLLIN, {.u64 = uint64_t(listener.get())}};
+        epoll_ctl(epoll_fd_.get(), EPOLL_CTL_ADD, listener.get(), &event);
     }
     paused_ = false;
 }
@@ -69,13 +107,20 @@ void Acceptor::pause_listeners() {
     spec.it_value.tv_nsec = long(options_.emfile_pause_ms % 1000) * 1000000;
     timerfd_settime(pause_timer_fd_.get(), 0, &spec, nullptr);
     paused_ = true;
+}
+
+void Acceptor::shed_one(int listener, int error) {
+    reserve_fd_.reset();
+    int fd = accept4(listener, nullptr, nullptr, SOCK_CLOEXEC);
+    if (fd >= 0) ::close(fd);
+    reserve_fd_ = open_reserve_fd();
 
     ++emfile_since_log_;
     uint64_t now = monotonic_ms();
     if (now - last_emfile_log_ms_ >= 1000) {
         log_error("accept: out of file descriptors (%s); pausing accepts for %u ms (%llu times "
                   "since the last report)",
-                  strerror(errno), options_.emfile_pause_ms,
+                  strerror(error), options_.emfile_pause_ms,
                   static_cast<unsigned long long>(emfile_since_log_));
         last_emfile_log_ms_ = now;
         emfile_since_log_ = 0;
@@ -91,14 +136,14 @@ void Acceptor::refuse_over_limit(int fd) {
     refused_.fetch_add(1, std::memory_order_relaxed);
 }
 
-bool Acceptor::dispatch(const AcceptedSocket& socket, std::vector<bool>& woken) {
+bool Acceptor::dispatch(const AcceptedSocket& socket) {
     size_t first = balancer_.pick(monotonic_ms());
     // A full ring means that reactor is far behind: try the others in turn.
     for (size_t k = 0; k < reactors_.size(); ++k) {
         size_t i = (first + k) % reactors_.size();
         if (reactors_[i]->hand_off(socket)) {
             if (i != first) balancer_.reassign(first, i);
-            woken[i] = true;
+            woken_[i] = true;
             return true;
         }
     }
@@ -106,8 +151,37 @@ bool Acceptor::dispatch(const AcceptedSocket& socket, std::vector<bool>& woken) 
     return false;
 }
 
+void Acceptor::take_connection(AcceptedSocket& socket) {
+    accepted_.fetch_add(1, std::memory_order_relaxed);
+    if (options_.max_connections > 0 &&
+        live_total_.load(std::memory_order_relaxed) >= options_.max_connections) {
+        refuse_over_limit(socket.fd);
+        return;
+    }
+    int one = 1;
+    setsockopt(socket.fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    live_total_.fetch_add(1, std::memory_order_relaxed);
+    if (!dispatch(socket)) {
+        live_total_.fetch_sub(1, std::memory_order_relaxed);
+        refuse_over_limit(socket.fd);
+    }
+}
+
+bool Acceptor::is_listener(int fd) const {
+    for (const UniqueFd& listener : listeners_)
+        if (listener.get() == fd) return true;
+    return false;
+}
+
+void Acceptor::wake_reactors() {
+    for (size_t i = 0; i < reactors_.size(); ++i)
+        if (woken_[i]) {
+            reactors_[i]->wake_if_sleeping();
+            woken_[i] = false;
+        }
+}
+
 void Acceptor::accept_ready(int listener) {
-    std::vector<bool> woken(reactors_.size(), false);
     for (;;) {
         AcceptedSocket socket;
         socket.peer.length = sizeof socket.peer.storage;
@@ -116,62 +190,50 @@ void Acceptor::accept_ready(int listener) {
         if (socket.fd < 0) {
             if (errno == EINTR || errno == ECONNABORTED) continue;
             if (errno == EMFILE || errno == ENFILE) {
-                // Accept and drop one so the client hears a close rather than
-                // waiting in the backlog, then back off.
-                reserve_fd_.reset();
-                int fd = accept4(listener, nullptr, nullptr, SOCK_CLOEXEC);
-                if (fd >= 0) ::close(fd);
-                reserve_fd_ = open_reserve_fd();
+                shed_one(listener, errno);
                 pause_listeners();
             } else if (errno != EAGAIN) {
                 log_error("accept: %s", strerror(errno));
             }
             break;
         }
-        accepted_.fetch_add(1, std::memory_order_relaxed);
-        if (options_.max_connections > 0 &&
-            live_total_.load(std::memory_order_relaxed) >= options_.max_connections) {
-            refuse_over_limit(socket.fd);
-            continue;
-        }
-        int one = 1;
-        setsockopt(socket.fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-        live_total_.fetch_add(1, std::memory_order_relaxed);
-        if (!dispatch(socket, woken)) {
-            live_total_.fetch_sub(1, std::memory_order_relaxed);
-            refuse_over_limit(socket.fd);
-        }
-        if (paused_) break;
+        take_connection(socket);
     }
-    for (size_t i = 0; i < reactors_.size(); ++i)
-        if (woken[i]) reactors_[i]->wake_if_sleeping();
+    wake_reactors();
 }
 
 void Acceptor::run() {
+    if (options_.io == IoBackend::Uring)
+        run_uring();
+    else
+        run_epoll();
+    listeners_.clear(); // stop accepting: new clients are refused by the kernel
+}
+
+void Acceptor::run_epoll() {
     epoll_event events[16];
-    bool stopping = false;
-    while (!stopping) {
+    for (;;) {
         int n = epoll_wait(epoll_fd_.get(), events, 16, -1);
         if (n < 0) {
             if (errno == EINTR) continue;
             log_error("acceptor: epoll_wait: %s", strerror(errno));
-            break;
+            return;
         }
         for (int i = 0; i < n; ++i) {
             uint64_t key = events[i].data.u64;
-            if (key == kStopCookie) {
-                stopping = true;
+            if (key == kWakeCookie) {
+                if (stop_requested_.load()) return;
+                apply_changes_epoll();
             } else if (key == kPauseCookie) {
                 uint64_t expirations;
                 [[maybe_unused]] ssize_t r =
                     read(pause_timer_fd_.get(), &expirations, sizeof expirations);
                 if (paused_) resume_listeners();
-            } else if (!paused_ && key < listeners_.size()) {
-                accept_ready(listeners_[key].get());
+            } else if (!paused_ && is_listener(int(key))) {
+                accept_ready(int(key));
             }
         }
     }
-    listeners_.clear(); // stop accepting: new clients are refused by the kernel
 }
 
 } // namespace lepus

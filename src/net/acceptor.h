@@ -7,14 +7,20 @@
 // period on a timerfd, because the reserve-fd trick alone still spins when the
 // backlog refills at once (libuv#690). Above --max-connections a newcomer gets
 // a short 503 and is closed.
+//
+// With --io uring the acceptor arms one multishot accept per listener on its
+// own io_uring instead of epoll + accept4 until EAGAIN (acceptor_uring.cc).
+// Listeners can be swapped while it runs (SIGHUP with changed addresses).
 #pragma once
 
 #include "base/unique_fd.h"
 #include "net/balancer.h"
+#include "net/poller.h"
 #include "net/reactor.h"
 
 #include <atomic>
 #include <cstdint>
+#include <mutex>
 #include <span>
 #include <string>
 #include <vector>
@@ -24,6 +30,7 @@ namespace lepus {
 struct AcceptorOptions {
     int64_t max_connections = 0; // 0: unlimited
     uint32_t emfile_pause_ms = 200;
+    IoBackend io = IoBackend::Epoll;
 };
 
 class Acceptor {
@@ -37,23 +44,48 @@ public:
     void run();
     // Any thread.
     void request_stop();
+    // Any thread: start accepting on `added` and close the listeners whose fds
+    // are in `removed` (the fds given at construction or in an earlier call).
+    void change_listeners(std::vector<UniqueFd> added, std::vector<int> removed);
 
     uint64_t accepted() const { return accepted_.load(std::memory_order_relaxed); }
     uint64_t refused() const { return refused_.load(std::memory_order_relaxed); }
 
 private:
+    struct ListenerChange {
+        std::vector<UniqueFd> added;
+        std::vector<int> removed;
+    };
+
+    void run_epoll();
+    void run_uring();
+    // Takes the changes queued by change_listeners (acceptor thread).
+    ListenerChange take_changes();
+    void apply_changes_epoll();
+    // Both loops: what happens to a freshly accepted socket.
+    void take_connection(AcceptedSocket& socket);
+    // Accepts one pending connection on the reserve fd and closes it, so the
+    // client hears a close instead of waiting in the backlog; logs once a second.
+    void shed_one(int listener, int error);
+    bool is_listener(int fd) const;
+    // Wakes the reactors that were handed sockets since the last call.
+    void wake_reactors();
     void accept_ready(int listener);
-    bool dispatch(const AcceptedSocket& socket, std::vector<bool>& woken);
+    bool dispatch(const AcceptedSocket& socket);
     void pause_listeners();
     void resume_listeners();
     void refuse_over_limit(int fd);
 
     std::vector<UniqueFd> listeners_;
     std::vector<Reactor*> reactors_;
+    std::vector<bool> woken_; // reactors handed a socket since the last wake_reactors()
     Balancer balancer_;
     std::atomic<int64_t>& live_total_;
     AcceptorOptions options_;
-    UniqueFd epoll_fd_, stop_fd_, pause_timer_fd_, reserve_fd_;
+    UniqueFd epoll_fd_, wake_fd_, pause_timer_fd_, reserve_fd_;
+    std::atomic<bool> stop_requested_{false};
+    std::mutex changes_mutex_;
+    ListenerChange changes_;
     bool paused_ = false;
     uint64_t last_emfile_log_ms_ = 0;
     uint64_t emfile_since_log_ = 0;

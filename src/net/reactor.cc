@@ -7,7 +7,7 @@
 #include <cstring>
 #include <pthread.h>
 #include <sched.h>
-#include <sys/epoll.h>
+#include <sys/epoll.h> // the event bits; the poller may be io_uring
 #include <sys/eventfd.h>
 #include <sys/timerfd.h>
 
@@ -31,21 +31,16 @@ Reactor::Reactor(const ReactorOptions& options, ReactorLoad& load, std::atomic<i
 }
 
 bool Reactor::init(std::string& error) {
-    epoll_fd_.reset(epoll_create1(EPOLL_CLOEXEC));
+    poller_ = make_poller(options_.io, error);
+    if (!poller_) return false;
     wake_fd_.reset(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
     timer_fd_.reset(timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC));
-    if (!epoll_fd_ || !wake_fd_ || !timer_fd_) {
+    if (!wake_fd_ || !timer_fd_) {
         error = std::string("cannot create reactor descriptors: ") + strerror(errno);
         return false;
     }
-    epoll_event wake{EPOLLIN, {.u64 = kWakeCookie}};
-    epoll_event timer{EPOLLIN, {.u64 = kTimerCookie}};
-    if (epoll_ctl(epoll_fd_.get(), EPOLL_CTL_ADD, wake_fd_.get(), &wake) != 0 ||
-        epoll_ctl(epoll_fd_.get(), EPOLL_CTL_ADD, timer_fd_.get(), &timer) != 0) {
-        error = std::string("cannot register reactor descriptors: ") + strerror(errno);
-        return false;
-    }
-    return true;
+    return poller_->add(wake_fd_.get(), EPOLLIN, kWakeCookie, error) &&
+           poller_->add(timer_fd_.get(), EPOLLIN, kTimerCookie, error);
 }
 
 void Reactor::request_stop() {
@@ -79,9 +74,9 @@ bool Reactor::add(int fd, EventHandler* handler, uint32_t events, bool is_connec
     slot.generation = next_generation_++;
     if (next_generation_ == 0) next_generation_ = 1;
     slot.is_connection = is_connection;
-    epoll_event event{events | EPOLLET, {.u64 = cookie(fd, slot.generation)}};
-    if (epoll_ctl(epoll_fd_.get(), EPOLL_CTL_ADD, fd, &event) != 0) {
-        log_error("epoll_ctl(ADD, %d): %s", fd, strerror(errno));
+    std::string error;
+    if (!poller_->add(fd, events, cookie(fd, slot.generation), error)) {
+        log_error("%s", error.c_str());
         slot.handler = nullptr;
         return false;
     }
@@ -95,7 +90,7 @@ bool Reactor::add(int fd, EventHandler* handler, uint32_t events, bool is_connec
 void Reactor::remove(int fd, bool keep_open) {
     Slot& slot = slots_[fd];
     if (!slot.handler) return;
-    if (keep_open) epoll_ctl(epoll_fd_.get(), EPOLL_CTL_DEL, fd, nullptr);
+    poller_->remove(fd, cookie(fd, slot.generation), !keep_open);
     slot.handler = nullptr;
     ++slot.generation;
     if (slot.is_connection) {
@@ -144,20 +139,20 @@ void Reactor::run_deferred() {
     deferred_running_.clear();
 }
 
-void Reactor::dispatch(const epoll_event& event) {
-    if (event.data.u64 == kWakeCookie) {
+void Reactor::dispatch(const ReadyEvent& event) {
+    if (event.cookie == kWakeCookie) {
         uint64_t count;
         [[maybe_unused]] ssize_t n = read(wake_fd_.get(), &count, sizeof count);
         return;
     }
-    if (event.data.u64 == kTimerCookie) {
+    if (event.cookie == kTimerCookie) {
         uint64_t expirations;
         [[maybe_unused]] ssize_t n = read(timer_fd_.get(), &expirations, sizeof expirations);
         armed_expiry_ = 0;
         timers_.expire(now_ms_);
         return;
     }
-    if (EventHandler* handler = lookup(event.data.u64)) handler->on_events(event.events);
+    if (EventHandler* handler = lookup(event.cookie)) handler->on_events(event.events);
 }
 
 void Reactor::arm_timerfd() {
@@ -190,7 +185,8 @@ void Reactor::run() {
         if (pthread_setaffinity_np(pthread_self(), sizeof set, &set) != 0)
             log_warn("reactor %zu: cannot pin to cpu %d", options_.index, options_.cpu);
     }
-    epoll_event events[kMaxEvents];
+    poller_->attach_thread();
+    ReadyEvent events[kMaxEvents];
     for (;;) {
         drain_inbox();
         if (stop_requested_.load(std::memory_order_relaxed) && !draining_) start_draining();
@@ -217,12 +213,13 @@ void Reactor::run() {
                 stop_requested_.load(std::memory_order_relaxed) != draining_)
                 timeout = 0;
         }
-        int n = epoll_wait(epoll_fd_.get(), events, kMaxEvents, timeout);
+        int n = poller_->wait(events, timeout);
         sleeping_.store(false, std::memory_order_relaxed);
         update_clock();
         if (n < 0) {
             if (errno == EINTR) continue;
-            log_error("reactor %zu: epoll_wait: %s", options_.index, strerror(errno));
+            log_error("reactor %zu: waiting for events (%s): %s", options_.index,
+                      io_backend_name(options_.io), strerror(errno));
             break;
         }
         for (int i = 0; i < n; ++i)

@@ -1,6 +1,7 @@
-// Reactor: one thread, one core, one edge-triggered epoll loop.
+// Reactor: one thread, one core, one edge-triggered event loop (epoll, or
+// io_uring with --io uring: see net/poller.h).
 //
-// A connection is registered once (EPOLLIN|EPOLLOUT|EPOLLRDHUP|EPOLLET) and
+// A connection is registered once (EPOLLIN|EPOLLOUT|EPOLLRDHUP, edge-triggered) and
 // lives on its reactor until it closes: no locks on the hot path. Handlers sit
 // in a table indexed by fd; the epoll cookie packs fd and a generation, so an
 // event or deferred resume for a closed-and-reused fd is recognised and dropped
@@ -8,12 +9,13 @@
 //
 // New connections arrive from the acceptor thread through an SPSC ring; the
 // acceptor writes the reactor's eventfd only when the reactor may be asleep.
-// Timeouts live in the reactor's TimerWheel; one timerfd in the same epoll is
+// Timeouts live in the reactor's TimerWheel; one timerfd in the same poller is
 // armed to the wheel's next expiry, so an idle reactor does not tick.
 #pragma once
 
 #include "base/unique_fd.h"
 #include "net/balancer.h"
+#include "net/poller.h"
 #include "net/socket.h"
 #include "net/spsc_ring.h"
 #include "net/timer_wheel.h"
@@ -21,10 +23,9 @@
 #include <atomic>
 #include <cstdint>
 #include <ctime>
+#include <memory>
 #include <string>
 #include <vector>
-
-struct epoll_event;
 
 namespace lepus {
 
@@ -37,7 +38,8 @@ struct AcceptedSocket {
 // Something registered in a reactor: a client connection or a backend socket.
 class EventHandler {
 public:
-    // Epoll events for this fd, or kResumeEvent when a deferred handler is resumed.
+    // Events for this fd (EPOLLIN, EPOLLOUT, ...), or kResumeEvent when a deferred handler is
+    // resumed.
     virtual void on_events(uint32_t events) = 0;
     // The reactor starts draining: finish what is in flight, close if idle.
     virtual void on_shutdown() = 0;
@@ -61,6 +63,7 @@ struct ReactorOptions {
     size_t ring_capacity = 4096; // accepted sockets in flight from the acceptor
     size_t max_fds = 65536;      // size of the handler table (RLIMIT_NOFILE)
     uint32_t shutdown_timeout_ms = 10000;
+    IoBackend io = IoBackend::Epoll;
 };
 
 class Reactor {
@@ -70,7 +73,7 @@ public:
     Reactor(const Reactor&) = delete;
     Reactor& operator=(const Reactor&) = delete;
 
-    // Creates the epoll, eventfd and timerfd. One line in `error` on failure.
+    // Creates the poller, eventfd and timerfd. One line in `error` on failure.
     bool init(std::string& error);
     // The loop; returns after request_stop() once every handler has closed
     // or the shutdown timeout has passed.
@@ -82,7 +85,7 @@ public:
     // --- acceptor thread only ---
     // Queues a socket for this reactor; false when the ring is full.
     bool hand_off(const AcceptedSocket& socket);
-    // Writes the eventfd if the reactor may be blocked in epoll_wait.
+    // Writes the eventfd if the reactor may be blocked waiting for events.
     void wake_if_sleeping();
 
     // --- reactor thread only ---
@@ -90,8 +93,8 @@ public:
     // when `is_connection` (live counts feed the balancer and --max-connections).
     bool add(int fd, EventHandler* handler, uint32_t events, bool is_connection);
     // Forgets `fd` (call right before closing it): later events for it are
-    // dropped. The kernel takes a closed fd out of the epoll set by itself (lepus
-    // never dups them), so no epoll_ctl(DEL) is spent unless `keep_open`.
+    // dropped. With epoll the kernel takes a closed fd out of the set by itself
+    // (lepus never dups them), so no epoll_ctl(DEL) is spent unless `keep_open`.
     void remove(int fd, bool keep_open = false);
     // Runs the handler again (kResumeEvent) after this round of events, so a
     // busy connection yields to the others instead of monopolising the loop.
@@ -116,7 +119,7 @@ private:
     EventHandler* lookup(uint64_t cookie) const;
     void drain_inbox();
     void run_deferred();
-    void dispatch(const epoll_event& event);
+    void dispatch(const ReadyEvent& event);
     void update_clock();
     void arm_timerfd();
     void start_draining();
@@ -127,7 +130,8 @@ private:
     AcceptCallback on_accept_;
     void* accept_context_;
 
-    UniqueFd epoll_fd_, wake_fd_, timer_fd_;
+    std::unique_ptr<Poller> poller_;
+    UniqueFd wake_fd_, timer_fd_;
     SpscRing<AcceptedSocket> inbox_;
     std::vector<Slot> slots_;
     uint32_t next_generation_ = 1;

@@ -14,11 +14,6 @@ std::string position(const std::string& path, const toml::source_region& region)
            std::to_string(region.begin.column);
 }
 
-// Options whose values are lists: given on the command line, they replace the file's.
-bool is_list_option(std::string_view option) {
-    return option == "--listen" || option == "--index" || option == "--fastcgi-ext";
-}
-
 // A scalar TOML value as command-line text; nullopt for tables and arrays.
 // (Checks the node's type first: toml++'s value<T>() converts between types.)
 std::optional<std::string> scalar_text(const toml::node& node) {
@@ -341,19 +336,28 @@ bool expand_config_argument(int argc, char** argv, std::vector<std::string>& exp
     // On errors the arguments read so far are still expanded, so the caller can
     // report problems in them as well.
     bool loaded = load_config_file(config_path, file, errors);
-    // A list option on the command line replaces the file's list.
+    // The command line first, then the file's options that it does not set
+    // (a list on the command line replaces the file's list). In this order a
+    // multi-value option from the file cannot swallow the positional root.
     auto on_command_line = [&](const std::string& option) {
-        return std::find(command_line.begin(), command_line.end(), option) != command_line.end();
+        std::string alias = option == "--listen" ? "-l" : option;
+        return std::any_of(command_line.begin(), command_line.end(), [&](const std::string& arg) {
+            return arg == option || arg == alias || arg.starts_with(option + "=");
+        });
     };
+    expanded.insert(expanded.end(), command_line.begin(), command_line.end());
     for (size_t i = 0; i < file.arguments.size(); ++i) {
-        const std::string& arg = file.arguments[i];
-        if (is_list_option(arg) && on_command_line(arg)) {
-            ++i; // skip its value too
+        const std::string& option = file.arguments[i];
+        // No value may start with "--" (options.cc), so this tells a flag
+        // (written alone) from an option followed by its value.
+        bool has_value = i + 1 < file.arguments.size() && !file.arguments[i + 1].starts_with("--");
+        if (on_command_line(option)) {
+            i += has_value;
             continue;
         }
-        expanded.push_back(arg);
+        expanded.push_back(option);
+        if (has_value) expanded.push_back(file.arguments[++i]);
     }
-    expanded.insert(expanded.end(), command_line.begin(), command_line.end());
     sites = std::move(file.sites);
     origins = std::move(file.origins);
     return loaded;

@@ -122,7 +122,7 @@ CommandLineResult parse_arguments(const std::vector<std::string>& arguments, Ser
     std::string fastcgi_queue_timeout, fastcgi_timeout, fastcgi_idle_timeout;
     BackendValidator backend;
     ExtensionValidator extension;
-    std::string max_body_size, dotfiles = "deny", accept = "acceptor";
+    std::string max_body_size, dotfiles = "deny", accept = "acceptor", io = "epoll";
     bool no_pin = false;
 
     app.add_option("root,--root", options.root, "Directory to serve")->capture_default_str();
@@ -131,12 +131,16 @@ CommandLineResult parse_arguments(const std::vector<std::string>& arguments, Ser
     app.add_option("--listen,-l", options.listen, "Address to listen on (repeatable)")
         ->check(listen_address)
         ->capture_default_str()
+        ->expected(1) // one address per --listen, so `--listen :80 ROOT` works
+        ->allow_extra_args(false)
         ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
     app.add_option("--threads", options.threads, "Reactor threads (default: online cores)")
         ->check(CLI::Range(1u, 1024u));
     app.add_flag("--no-pin", no_pin, "Do not pin reactor threads to cores");
     app.add_option("--accept", accept, "acceptor (one thread hands off) or reuseport")
         ->check(CLI::IsMember({"acceptor", "reuseport"}));
+    app.add_option("--io", io, "Event engine: epoll (default) or uring (io_uring)")
+        ->check(CLI::IsMember({"epoll", "uring"}));
     app.add_option("--backlog", options.backlog, "Listen backlog")->check(CLI::Range(1, 1 << 20));
     app.add_option("--max-connections", options.max_connections,
                    "Connections above this get 503 (default: from RLIMIT_NOFILE)")
@@ -249,6 +253,7 @@ CommandLineResult parse_arguments(const std::vector<std::string>& arguments, Ser
     options.pin_threads = !no_pin;
     options.dotfiles_allow = dotfiles == "allow";
     options.accept_mode = accept == "reuseport" ? AcceptMode::ReusePort : AcceptMode::Acceptor;
+    options.io = *parse_io_backend(io);
     if (options.header_timeout_ms == 0 || options.keepalive_timeout_ms == 0 ||
         options.body_timeout_ms == 0 || options.send_timeout_ms == 0 ||
         options.shutdown_timeout_ms == 0)

@@ -2,6 +2,7 @@
 // line that fills it. The config file (later) fills the same struct.
 #pragma once
 
+#include "net/poller.h"
 #include "server/config_file.h"
 
 #include <cstdint>
@@ -18,6 +19,7 @@ struct ServerOptions {
     unsigned threads = 0; // 0: one reactor per online core
     bool pin_threads = true;
     AcceptMode accept_mode = AcceptMode::Acceptor;
+    IoBackend io = IoBackend::Epoll; // uring falls back to epoll where refused
     int backlog = 4096;
     int64_t max_connections = 0; // 0: derived from RLIMIT_NOFILE
 

@@ -10,6 +10,7 @@
 #include "server/site_table.h"
 #include "server/worker.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstdio>
@@ -107,24 +108,82 @@ std::unique_ptr<ServingSet> make_serving_set(const ServerOptions& options,
     return set;
 }
 
+// The listening sockets the acceptor thread serves, by the address they were
+// configured with, so that a reload can tell which to open and which to close.
+struct Listening {
+    Acceptor* acceptor = nullptr; // null with --accept reuseport
+    std::vector<std::pair<std::string, int>> sockets;
+};
+
+// What a reload changes in the listening sockets: the new ones are opened (and
+// bound) before anything else changes, so a taken port refuses the reload.
+struct ListenChange {
+    std::vector<std::pair<std::string, UniqueFd>> opened;
+    std::vector<std::string> closed;
+    bool open(const ServerOptions& next, const Listening& listening, std::string& error) {
+        auto listed = [](const auto& list, const std::string& text) {
+            return std::any_of(list.begin(), list.end(),
+                               [&](const auto& item) { return item.first == text; });
+        };
+        for (const std::string& text : next.listen) {
+            if (listed(listening.sockets, text) || listed(opened, text)) continue;
+            UniqueFd fd = open_listener(*parse_listen_address(text), {next.backlog, false}, error);
+            if (!fd) return false;
+            opened.emplace_back(text, std::move(fd));
+        }
+        for (const auto& [text, fd] : listening.sockets)
+            if (std::find(next.listen.begin(), next.listen.end(), text) == next.listen.end())
+                closed.push_back(text);
+        return true;
+    }
+    bool empty() const { return opened.empty() && closed.empty(); }
+    // Hands the new sockets to the acceptor and has it close the old ones.
+    void apply(Listening& listening) {
+        std::vector<UniqueFd> added;
+        std::vector<int> removed;
+        for (auto& [text, fd] : opened) {
+            log_info("SIGHUP: listening on %s", text.c_str());
+            listening.sockets.emplace_back(text, fd.get());
+            added.push_back(std::move(fd));
+        }
+        for (const std::string& text : closed) {
+            log_info("SIGHUP: no longer listening on %s", text.c_str());
+            auto it = std::find_if(listening.sockets.begin(), listening.sockets.end(),
+                                   [&](const auto& item) { return item.first == text; });
+            removed.push_back(it->second);
+            listening.sockets.erase(it);
+        }
+        listening.acceptor->change_listeners(std::move(added), std::move(removed));
+    }
+};
+
 // SIGHUP: reads the command line and config file again. When they are valid,
 // every worker gets new handlers for its next requests (responses in flight
-// finish with the old ones); when not, the errors are logged and nothing changes.
-// Listening sockets, threads, timeouts and FastCGI settings need a restart.
-void reload(int argc, char** argv, const ServerOptions& current, std::vector<Worker*>& workers) {
+// finish with the old ones) and the acceptor opens the new listen addresses and
+// closes the dropped ones; when not, the errors are logged and nothing changes.
+// Threads, timeouts, the event engine and FastCGI settings need a restart.
+void reload(int argc, char** argv, const ServerOptions& current, std::vector<Worker*>& workers,
+            Listening& listening) {
     ServerOptions next;
     CommandLineResult parsed = parse_command_line(argc, argv, next);
     if (!parsed.run) {
         log_error("SIGHUP: the configuration is invalid (see stderr); keeping the running one");
         return;
     }
-    if (next.listen != current.listen || next.threads != current.threads ||
-        next.fastcgi != current.fastcgi)
-        log_warn("SIGHUP: listen, threads and fastcgi changes take effect after a restart");
+    ListenChange listen;
+    std::string error;
+    if (!listening.acceptor) {
+        if (next.listen != current.listen)
+            log_warn("SIGHUP: listen changes take effect after a restart with --accept reuseport");
+    } else if (!listen.open(next, listening, error)) {
+        log_error("SIGHUP: %s; keeping the running configuration", error.c_str());
+        return;
+    }
+    if (next.threads != current.threads || next.fastcgi != current.fastcgi || next.io != current.io)
+        log_warn("SIGHUP: threads, io and fastcgi changes take effect after a restart");
     std::shared_ptr<const SiteTable> sites;
     if (!next.sites.empty()) sites = std::make_shared<const SiteTable>(next.sites);
     std::vector<std::unique_ptr<ServingSet>> sets;
-    std::string error;
     for (size_t i = 0; i < workers.size(); ++i) {
         auto set = make_serving_set(next, sites, error);
         if (!set) {
@@ -135,6 +194,7 @@ void reload(int argc, char** argv, const ServerOptions& current, std::vector<Wor
     }
     for (size_t i = 0; i < workers.size(); ++i)
         workers[i]->reload(std::move(sets[i]));
+    if (!listen.empty()) listen.apply(listening);
     log_info("SIGHUP: configuration reloaded (%zu sites)", next.sites.size());
 }
 
@@ -234,12 +294,25 @@ int run_server(const ServerOptions& options, int argc, char** argv) {
         return 1;
     }
 
+    // --io uring where the kernel allows it; otherwise one line, and epoll.
+    IoBackend io = options.io;
+    if (io == IoBackend::Uring) {
+        std::string why;
+        if (!io_uring_usable(why)) {
+            std::fprintf(stderr, "lepus: io_uring is not available (%s); using epoll\n",
+                         why.c_str());
+            log_warn("io_uring is not available (%s); using epoll", why.c_str());
+            io = IoBackend::Epoll;
+        }
+    }
+
     // Listeners first: a taken port is the most common start-up failure.
     unsigned threads =
         options.threads ? options.threads : std::max(1u, unsigned(sysconf(_SC_NPROCESSORS_ONLN)));
     bool reuse_port = options.accept_mode == AcceptMode::ReusePort;
     std::vector<UniqueFd> listeners;
     std::vector<SocketAddress> bound;
+    Listening listening;
     for (const std::string& text : options.listen) {
         SocketAddress address = *parse_listen_address(text);
         for (unsigned copy = 0; copy < (reuse_port ? threads : 1u); ++copy) {
@@ -251,6 +324,7 @@ int run_server(const ServerOptions& options, int argc, char** argv) {
                 return 1;
             }
             if (copy == 0) bound.push_back(local_address(fd.get()));
+            if (!reuse_port) listening.sockets.emplace_back(text, fd.get());
             listeners.push_back(std::move(fd));
         }
     }
@@ -283,6 +357,7 @@ int run_server(const ServerOptions& options, int argc, char** argv) {
         reactor_options.cpu = options.pin_threads ? int(i % cores) : -1;
         reactor_options.max_fds = size_t(fd_limit);
         reactor_options.shutdown_timeout_ms = uint32_t(options.shutdown_timeout_ms);
+        reactor_options.io = io;
         auto reactor = std::make_unique<Reactor>(reactor_options, loads[i], live_total,
                                                  &accept_into_worker, worker.get());
         if (!reactor->init(error)) {
@@ -329,6 +404,7 @@ int run_server(const ServerOptions& options, int argc, char** argv) {
     if (!reuse_port) {
         AcceptorOptions acceptor_options;
         acceptor_options.max_connections = max_connections;
+        acceptor_options.io = io;
         acceptor = std::make_unique<Acceptor>(std::move(listeners), reactor_pointers,
                                               std::span<ReactorLoad>(loads.get(), threads),
                                               live_total, acceptor_options);
@@ -360,8 +436,9 @@ int run_server(const ServerOptions& options, int argc, char** argv) {
         std::printf("lepus: serving %s on http://%s/\n", options.root.c_str(),
                     address.to_string().c_str());
     std::fflush(stdout);
-    log_info("lepus started: %u reactor threads, %s accept, max %lld connections", threads,
-             reuse_port ? "reuseport" : "acceptor-thread", static_cast<long long>(max_connections));
+    log_info("lepus started: %u reactor threads, %s accept, %s, max %lld connections", threads,
+             reuse_port ? "reuseport" : "acceptor-thread", io_backend_name(io),
+             static_cast<long long>(max_connections));
     if (!options.fastcgi.empty())
         log_info("FastCGI: %s for %zu extension(s), %u connections in all, queue %u per reactor",
                  options.fastcgi.c_str(), options.fastcgi_ext.size(),
@@ -379,7 +456,8 @@ int run_server(const ServerOptions& options, int argc, char** argv) {
                 counts += (i ? " " : "") + std::to_string(loads[i].live_connections.load());
             log_info("SIGUSR1: logs reopened; connections per reactor: %s", counts.c_str());
         } else if (signal_number == SIGHUP && !stopping) {
-            reload(argc, argv, options, worker_list);
+            listening.acceptor = acceptor.get();
+            reload(argc, argv, options, worker_list, listening);
         } else if (signal_number == SIGTERM || signal_number == SIGINT) {
             if (stopping && signal_number == SIGINT) {
                 // A second Ctrl-C: leave now, keeping what the logs hold.

@@ -17,6 +17,10 @@ import time
 import unittest
 
 BINARY = os.environ.get("LEPUS_BINARY", "")
+# LEPUS_IO=uring runs the same tests on the io_uring backend (CTest registers
+# *_uring variants of the HTTP and FastCGI tests); stop() then checks that the
+# server really ran on it and did not fall back to epoll.
+IO = os.environ.get("LEPUS_IO", "")
 SANITIZER_MARKERS = ("ERROR: AddressSanitizer", "runtime error:", "WARNING: ThreadSanitizer",
                      "ERROR: LeakSanitizer")
 
@@ -32,20 +36,25 @@ def raise_fd_limit(wanted=65536):
 class Lepus:
     """One running lepus process."""
 
-    def __init__(self, args=(), root=None, preexec=None, access_log=True):
+    def __init__(self, args=(), root=None, preexec=None, access_log=True, listen="127.0.0.1:0"):
         self.tmp = tempfile.mkdtemp(prefix="lepus-e2e-")
         self.root = root or os.path.join(self.tmp, "www")
         os.makedirs(self.root, exist_ok=True)
         self.access_log = os.path.join(self.tmp, "access.log") if access_log else "off"
         self.error_log = os.path.join(self.tmp, "error.log")
-        cmd = [BINARY, self.root, "--listen", "127.0.0.1:0", "--access-log", self.access_log,
-               "--error-log", self.error_log, "--log-level", "info"] + list(args)
+        # listen=None: the addresses come from a config file in `args`.
+        cmd = [BINARY, self.root] + (["--listen", listen] if listen else []) + [
+            "--access-log", self.access_log, "--error-log", self.error_log, "--log-level", "info"]
+        if IO:
+            cmd += ["--io", IO]
+        cmd += list(args)
         self.stderr_path = os.path.join(self.tmp, "stderr.txt")
         self.stderr_file = open(self.stderr_path, "w")
         self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=self.stderr_file,
                                      text=True, preexec_fn=preexec)
         line = self.proc.stdout.readline()
         match = re.search(r"http://127\.0\.0\.1:(\d+)/", line)
+        self.first_line = line
         if not match:
             self.proc.wait(timeout=10)
             raise RuntimeError("lepus did not start: %r %s" % (line, self.stderr()))
@@ -126,6 +135,8 @@ class Lepus:
             for marker in SANITIZER_MARKERS:
                 test.assertNotIn(marker, text, "sanitizer report:\n" + text[-4000:])
             test.assertEqual(code, expect_code, "lepus exit code; stderr:\n" + text[-2000:])
+            if IO and code == 0 and "lepus started" in text:
+                test.assertIn(", %s, max" % IO, text, "lepus did not run on --io " + IO)
         shutil.rmtree(self.tmp, ignore_errors=True)
         return code
 

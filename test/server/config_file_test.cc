@@ -135,10 +135,11 @@ error_page.200 = "/ok.html"
     EXPECT_NE(errors[3].find("error_page.200"), std::string::npos) << errors[3];
 }
 
-TEST_F(ConfigFileTest, ExpandPutsTheFileBeforeTheCommandLine) {
-    std::string path = write("listen = [\"127.0.0.1:1\"]\nthreads = 4\n");
-    std::vector<std::string> args = {"lepus", "--config", path,         "--threads",
-                                     "2",     "--listen", "127.0.0.1:2"};
+TEST_F(ConfigFileTest, ExpandPutsTheCommandLineFirstAndDropsWhatItSets) {
+    std::string path = write("listen = [\"127.0.0.1:1\"]\nthreads = 4\nindex = [\"a\", \"b\"]\n"
+                             "autoindex = true\n");
+    std::vector<std::string> args = {"lepus", "--config", path,          "--threads",  "2",
+                                     "/srv",  "--listen", "127.0.0.1:2", "--autoindex"};
     std::vector<char*> argv;
     for (auto& a : args)
         argv.push_back(a.data());
@@ -151,9 +152,12 @@ TEST_F(ConfigFileTest, ExpandPutsTheFileBeforeTheCommandLine) {
                                        check, config_path, errors));
     EXPECT_FALSE(check);
     EXPECT_EQ(config_path, path);
-    // The file's list is dropped because the command line gives --listen.
-    std::vector<std::string> expected = {"lepus", "--threads", "4",          "--threads",
-                                         "2",     "--listen",  "127.0.0.1:2"};
+    // The command line as given, then only what it does not set: the file's
+    // listen, threads and autoindex are dropped, its index list is kept after
+    // the positional root (which it therefore cannot swallow).
+    std::vector<std::string> expected = {
+        "lepus",       "--threads", "2", "/srv",    "--listen", "127.0.0.1:2",
+        "--autoindex", "--index",   "a", "--index", "b"};
     EXPECT_EQ(expanded, expected);
 }
 
