@@ -1,6 +1,9 @@
 """lepus-bench end to end: a --quick run of one scenario against the real
 lepus binary (LEPUS_BINARY) writes a table, CSV and JSON with a positive RPS,
-and usage errors are one line with the documented exit status.
+and usage errors are one line with the documented exit status. --io runs lepus
+once per event engine as servers of their own (lepus, lepus-uring); the run with
+io_uring needs a lepus whose --help lists --io, and a lepus without it must be
+reported in one line when asked for uring.
 
 Needs only wrk (and gnuplot for the chart check): no nginx or apache.
 """
@@ -8,6 +11,7 @@ import csv
 import json
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -17,22 +21,48 @@ import unittest
 HERE = os.path.dirname(os.path.abspath(__file__))
 TOOL = os.path.join(HERE, "..", "..", "src", "tool", "lepus-bench")
 BINARY = os.environ.get("LEPUS_BINARY", "")
+sys.path.insert(0, os.path.dirname(TOOL))
+from lepus_bench import cli, servers  # noqa: E402  (the tool's own parser)
 
 
-def free_port_pair():
-    """A port p with p free (lepus-bench uses port-base, port-base+1, ...)."""
+def lepus_has_io():
+    return bool(BINARY) and os.access(BINARY, os.X_OK) and servers.lepus_has_flag(BINARY, "--io")
+
+
+def free_port_pair(count=3):
+    """A port p with p, p+1, ... p+count-1 free (lepus-bench uses port-base,
+    port-base+1, ... one per server)."""
     for _ in range(50):
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0))
             port = s.getsockname()[1]
-        if port < 65000:
-            return port
+        if port >= 65000:
+            continue
+        try:
+            for offset in range(1, count):
+                servers.check_port_free(port + offset)  # as lepus-bench checks (SO_REUSEADDR)
+        except servers.BenchError:
+            continue
+        return port
     raise RuntimeError("no free port")
 
 
 def run_tool(args, timeout=120):
-    return subprocess.run([sys.executable, TOOL] + args, capture_output=True, text=True,
-                          timeout=timeout)
+    """Runs lepus-bench; on a timeout it gets SIGTERM first, so that it stops the
+    servers it started (they run in sessions of their own)."""
+    proc = subprocess.Popen([sys.executable, TOOL] + args, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        stdout, stderr = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.communicate()
+        raise
+    return subprocess.CompletedProcess(proc.args, proc.returncode, stdout, stderr)
 
 
 class BenchToolTest(unittest.TestCase):
@@ -110,6 +140,75 @@ class BenchToolTest(unittest.TestCase):
         self.assertIn("no server produced a figure", last)
         self.assertIn("GET / answered 200", last)
         self.assertFalse(os.path.exists(os.path.join(results, "results.csv")))
+
+    def test_io_list_makes_one_lepus_per_engine(self):
+        def servers_for(*argv):
+            return cli.parse_args(list(argv)).server_list
+        self.assertEqual(servers_for(), ["lepus", "nginx", "apache"])
+        self.assertEqual(servers_for("--io", "epoll"), ["lepus", "nginx", "apache"])
+        self.assertEqual(servers_for("--io", "epoll,uring"),
+                         ["lepus", "lepus-uring", "nginx", "apache"])
+        # In lepus's place in the rotation, in the order given, without repeats.
+        self.assertEqual(servers_for("--servers", "nginx,lepus", "--io", "uring,epoll,uring"),
+                         ["nginx", "lepus-uring", "lepus"])
+        self.assertEqual(servers_for("--servers", "lepus", "--io", "uring"), ["lepus-uring"])
+        self.assertEqual([servers.lepus_io(name) for name in ("lepus", "lepus-uring", "nginx")],
+                         ["epoll", "uring", None])
+
+    def test_io_usage_errors_are_one_line_and_exit_2(self):
+        for argv, message in ((["--io", "kqueue"], "unknown io engine 'kqueue'"),
+                              (["--io", ""], "no io engine given"),
+                              (["--servers", "nginx", "--io", "uring"],
+                               "lepus is not in --servers")):
+            with self.subTest(argv=argv):
+                result = run_tool(["--quick", "--out", self.out] + argv)
+                self.assertEqual(result.returncode, 2, result.stderr)
+                lines = result.stderr.strip().splitlines()
+                self.assertEqual(len(lines), 1, result.stderr)
+                self.assertIn(message, lines[0])
+                self.assertEqual(os.listdir(self.out), [])
+
+    @unittest.skipUnless(shutil.which("wrk"), "wrk missing (apt-get install wrk)")
+    def test_io_uring_without_the_flag_is_reported_in_one_line(self):
+        self.assertTrue(os.access(BINARY, os.X_OK), "set LEPUS_BINARY")
+        if lepus_has_io():
+            self.skipTest("this lepus has --io: test_quick_small_epoll_and_uring covers it")
+        result = run_tool(["--quick", "--servers", "lepus", "--io", "epoll,uring",
+                           "--scenarios", "small", "--modes", "pinned", "--lepus", BINARY,
+                           "--out", self.out, "--port-base", str(free_port_pair()),
+                           "--no-charts"])
+        self.assertEqual(result.returncode, 1, result.stderr)
+        errors = [l for l in result.stderr.splitlines() if not l.startswith("lepus-bench: [")]
+        self.assertEqual(len(errors), 1, result.stderr)
+        self.assertIn("lepus-uring failed to start (exit 2)", errors[0])
+        self.assertIn("this lepus has no --io flag", errors[0])
+
+    @unittest.skipUnless(shutil.which("wrk"), "wrk missing (apt-get install wrk)")
+    def test_quick_small_epoll_and_uring(self):
+        self.assertTrue(os.access(BINARY, os.X_OK), "set LEPUS_BINARY")
+        if not lepus_has_io():
+            self.skipTest("this lepus has no --io flag (lepus --help); the io_uring engine "
+                          "is not built in yet")
+        result = run_tool(["--quick", "--servers", "lepus", "--io", "epoll,uring",
+                           "--scenarios", "small", "--modes", "pinned", "--lepus", BINARY,
+                           "--out", self.out, "--port-base", str(free_port_pair()),
+                           "--no-charts"])
+        self.assertEqual(result.returncode, 0, result.stderr)
+        self.assertIn("small: lepus-uring, run 1 of 1", result.stderr)
+        with open(os.path.join(self.out, "results.csv")) as f:
+            rows = [row for row in csv.DictReader(f) if row["test"] == "small"]
+        self.assertEqual(sorted(row["server"] for row in rows), ["lepus", "lepus-uring"])
+        for row in rows:
+            self.assertGreater(float(row["rps"]), 0)
+            self.assertEqual(int(row["failed"]) + int(row["non2xx"]), 0)
+        with open(os.path.join(self.out, "results.json")) as f:
+            data = json.load(f)
+        self.assertEqual(data["meta"]["servers"], ["lepus", "lepus-uring"])
+        self.assertEqual(data["meta"]["io"], ["epoll", "uring"])
+        with open(os.path.join(self.out, "results.md")) as f:
+            table = f.read()
+        self.assertIn("| test | lepus | lepus-uring |", table)
+        self.assertIn("`lepus-uring` = `lepus --io uring`", table)
 
     @unittest.skipUnless(shutil.which("wrk"), "wrk missing (apt-get install wrk)")
     def test_taken_port_is_refused_in_one_line(self):

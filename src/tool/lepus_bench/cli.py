@@ -47,6 +47,11 @@ def parse_args(argv):
                                           for s in scenarios.SCENARIOS))
     parser.add_argument("--servers", default=",".join(servers.DEFAULT_SERVERS),
                         help="comma-separated, from: " + ",".join(servers.KNOWN_SERVERS))
+    parser.add_argument("--io", default=None, metavar="LIST",
+                        help="lepus's event engines, comma-separated, from: %s (default %s); "
+                        "lepus runs once per engine, as a server of its own (lepus, "
+                        "lepus-uring), alternated with the others"
+                        % (",".join(servers.IO_BACKENDS), servers.DEFAULT_IO))
     parser.add_argument("--scenarios", default=None,
                         help="comma-separated scenario names (default: all; --quick: all but "
                         "ab-big)")
@@ -78,13 +83,21 @@ def parse_args(argv):
                         "into the results folder; alone, only them")
     args = parser.parse_args(argv)
     args.server_list = _split(args.servers, servers.KNOWN_SERVERS, "server")
+    if args.io is not None and "lepus" not in args.server_list:
+        parser.error("--io chooses lepus's event engines, but lepus is not in --servers")
+    args.io_list = _split(servers.DEFAULT_IO if args.io is None else args.io,
+                          servers.IO_BACKENDS, "io engine")
+    # lepus once per engine, in its place in the rotation: lepus lepus-uring nginx ...
+    args.server_list = [expanded for name in args.server_list
+                        for expanded in ([servers.lepus_name(io) for io in args.io_list]
+                                         if name == "lepus" else [name])]
     args.mode_list = _split(args.modes, MODES, "mode")
     if args.scenarios is None:
         args.scenario_list = [s.name for s in scenarios.SCENARIOS if s.quick or not args.quick]
     else:
         args.scenario_list = _split(args.scenarios, scenarios.BY_NAME, "scenario")
     args.only_micro = args.micro and not any(
-        a.startswith(("--servers", "--scenarios")) for a in argv)
+        a.startswith(("--servers", "--scenarios", "--io")) for a in argv)
     if args.runs is None:
         args.runs = 1 if args.quick else 3
     if args.runs < 1:
@@ -279,7 +292,7 @@ def meta_data(args, argv, modes, lepus):
             "cpu_model": models[0] if models else platform.machine(),
             "kernel": platform.release(), "load_start": "%.2f" % os.getloadavg()[0],
             "load_end": "?", "command": " ".join(["lepus-bench"] + argv),
-            "servers": args.server_list, "modes": modes, "runs": args.runs,
+            "servers": args.server_list, "io": args.io_list, "modes": modes, "runs": args.runs,
             "quick": args.quick, "access_log": args.access_log, "lepus": lepus,
             "versions": {name: servers.server_version(name, lepus) for name in args.server_list}}
 
@@ -329,7 +342,8 @@ def main(argv=None):
             os.makedirs(out, exist_ok=True)
             print("lepus-bench: micro-benchmarks in %s" % run_micro(out))
             return 0
-        lepus = find_lepus(args.lepus) if "lepus" in args.server_list else None
+        wants_lepus = any(servers.lepus_io(name) for name in args.server_list)
+        lepus = find_lepus(args.lepus) if wants_lepus else None
         servers.require_programs(required_programs(args))
         soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
         resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))  # servers inherit it

@@ -7,7 +7,7 @@ import os
 import statistics
 import subprocess
 
-from .servers import find_program
+from .servers import find_program, lepus_name
 
 # Columns of results.csv, in order (one line per server, test and run).
 CSV_FIELDS = ["mode", "test", "server", "run", "rps", "rps_per_core", "server_cores",
@@ -137,11 +137,12 @@ def markdown(meta, table, notes):
              "settings for all (access log %s, keepalive 300 s without a request limit, "
              "sendfile on, each its own php-fpm with a static pool of 8)." % (
                  ", ".join("%s %s" % (s, meta["versions"].get(s, "?")) for s in servers),
-                 meta["runs"], "on" if meta["access_log"] else "off"), "",
-             "RPS per core = requests per second / server CPU in cores (utime+stime of all "
-             "its processes, /proc). † = the load generator used ≥ 90% of a core: the figure "
-             "is the generator's limit, compare RPS/core. ⚠ = failed or non-2xx responses.",
-             ""]
+                 meta["runs"], "on" if meta["access_log"] else "off"), ""]
+    lines += _engines_line(meta)
+    lines += ["RPS per core = requests per second / server CPU in cores (utime+stime of all "
+              "its processes, /proc). † = the load generator used ≥ 90% of a core: the figure "
+              "is the generator's limit, compare RPS/core. ⚠ = failed or non-2xx responses.",
+              ""]
     modes = [mode for mode in meta["modes"] if _tests(table, mode)]
     for mode in modes:
         title = {"pinned": "Pinned: server on CPU 0 (one worker), generator on CPU 1",
@@ -176,6 +177,16 @@ def markdown(meta, table, notes):
     if notes:
         lines += ["", "Notes:", ""] + ["- " + note for note in notes]
     return "\n".join(lines) + "\n"
+
+
+def _engines_line(meta):
+    """Which lepus column is which --io engine, when more than the default ran."""
+    engines = meta.get("io") or ["epoll"]
+    if engines == ["epoll"]:
+        return []
+    return ["lepus event engines: " + ", ".join(
+        "`%s` = `lepus --io %s`" % (lepus_name(io), io)
+        for io in engines) + ".", ""]
 
 
 def _tests(table, mode):
@@ -238,8 +249,8 @@ def charts(out, meta, table):
 
 
 # One colour per server in every chart, whatever the server list.
-COLOURS = {"lepus": "#c0392b", "nginx": "#27ae60", "apache": "#2980b9", "lighttpd": "#e67e22",
-           "h2o": "#8e44ad"}
+COLOURS = {"lepus": "#c0392b", "lepus-uring": "#f1948a", "nginx": "#27ae60",
+           "apache": "#2980b9", "lighttpd": "#e67e22", "h2o": "#8e44ad"}
 
 
 def _gnuplot_script(data, png, title, servers, log, floor):

@@ -20,6 +20,10 @@ from . import procstat
 TEMPLATES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "templates")
 KNOWN_SERVERS = ("lepus", "nginx", "apache", "lighttpd", "h2o")
 DEFAULT_SERVERS = ("lepus", "nginx", "apache")
+# lepus's event engines (`lepus --io`). With --io epoll,uring lepus takes part once
+# per engine, as a server of its own: "lepus" (epoll) and "lepus-uring".
+IO_BACKENDS = ("epoll", "uring")
+DEFAULT_IO = "epoll"
 # Program -> Debian package, for the one-line "install this" message.
 PACKAGES = {"wrk": "wrk", "ab": "apache2-utils", "nginx": "nginx", "apache2": "apache2",
             "lighttpd": "lighttpd", "h2o": "h2o", "php-fpm": "php-fpm",
@@ -46,6 +50,20 @@ POST_PHP = '<?php\necho strlen(file_get_contents("php://input"));\n'
 
 class BenchError(Exception):
     """A failure the user can fix; main() prints it as one line."""
+
+
+def lepus_name(io):
+    """The server name of lepus on one event engine: lepus (epoll), lepus-uring."""
+    return "lepus" if io == DEFAULT_IO else "lepus-" + io
+
+
+def lepus_io(name):
+    """The event engine of a lepus server name, or None for the other servers."""
+    if name == "lepus":
+        return DEFAULT_IO
+    if name.startswith("lepus-") and name[len("lepus-"):] in IO_BACKENDS:
+        return name[len("lepus-"):]
+    return None
 
 
 def find_program(name):
@@ -246,13 +264,18 @@ class Server:
                   "FPM_SOCKET": fpm_socket or os.path.join(tmp, "no-php.sock"),
                   "BACKLOG": BACKLOG, "NOFILE": nofile, "MAX_CONNECTIONS": nofile - 100}
         stop_signal = signal.SIGTERM
-        if name == "lepus":
+        io = lepus_io(name)
+        if io:
             cmd = [lepus, root, "--listen", "127.0.0.1:%d" % port, "--threads", str(workers),
                    "--access-log", log or "off", "--error-log", os.path.join(tmp, "error.log"),
                    "--keepalive-timeout", "300s", "--keepalive-requests", "1000000000",
                    "--backlog", str(BACKLOG)]
+            # epoll is the default of a lepus without --io; any other engine is asked for
+            # even then, so that such a lepus fails to start and says why.
+            if io != DEFAULT_IO or lepus_has_flag(lepus, "--io"):
+                cmd += ["--io", io]
             if fpm_socket:
-                if lepus_has_fastcgi(lepus):
+                if lepus_has_flag(lepus, "--fastcgi"):
                     cmd += ["--fastcgi", "unix:" + fpm_socket]
                 else:
                     self.php_note = "this lepus has no --fastcgi flag"
@@ -287,7 +310,13 @@ class Server:
         else:
             raise BenchError("unknown server %r" % name)
         self.process = Process(name, cmd, tmp, cpus, stop_signal=stop_signal)
-        wait_until_connectable(self.process, ("127.0.0.1", port), name)
+        try:
+            wait_until_connectable(self.process, ("127.0.0.1", port), name)
+        except BenchError as error:
+            if io and io != DEFAULT_IO and not lepus_has_flag(lepus, "--io"):
+                raise BenchError("%s (this lepus has no --io flag: build one with the %s "
+                                 "engine, or leave %s out of --io)" % (error, io, io)) from None
+            raise
 
     @property
     def pid(self):
@@ -297,26 +326,29 @@ class Server:
         self.process.stop()
 
 
-_fastcgi_support = {}
+_help_texts = {}
 
 
-def lepus_has_fastcgi(lepus):
-    """Whether this lepus binary has the --fastcgi flag (added in issue 5)."""
-    if lepus not in _fastcgi_support:
+def lepus_has_flag(lepus, flag):
+    """Whether this lepus binary lists a flag in --help (--fastcgi came with issue 5,
+    --io with the io_uring engine)."""
+    if lepus not in _help_texts:
         try:
-            text = subprocess.run([lepus, "--help"], capture_output=True, text=True,
-                                  timeout=10).stdout
+            _help_texts[lepus] = subprocess.run([lepus, "--help"], capture_output=True,
+                                                text=True, timeout=10).stdout
         except (OSError, subprocess.TimeoutExpired):
-            text = ""
-        _fastcgi_support[lepus] = "--fastcgi" in text
-    return _fastcgi_support[lepus]
+            _help_texts[lepus] = ""
+    pattern = r"(^|[\s,\[])%s(?![\w-])" % re.escape(flag)
+    return re.search(pattern, _help_texts[lepus]) is not None
 
 
 def server_version(name, lepus):
     """A short version string for the report header."""
-    program = {"lepus": lepus}.get(name) or find_program(SERVER_PROGRAMS.get(name, name))
-    flag = {"nginx": "-v", "apache": "-v", "lighttpd": "-v", "h2o": "-v",
-            "lepus": "--version"}[name]
+    if lepus_io(name):
+        program, flag = lepus, "--version"
+    else:
+        program = find_program(SERVER_PROGRAMS.get(name, name))
+        flag = "-v"
     try:
         result = subprocess.run([program, flag], capture_output=True, text=True, timeout=10)
     except (OSError, subprocess.TimeoutExpired):
