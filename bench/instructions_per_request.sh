@@ -6,6 +6,7 @@
 # for nginx measured the same way. Each server runs one process/thread under
 # callgrind; `ab -k -c 10` sends N1 and then N2 requests in two separate runs,
 # and the difference divided by (N2 - N1) removes start-up and shutdown costs.
+# lepus is measured on both event engines (--io epoll, --io uring).
 # Needs: valgrind, nginx, apache2-utils (ab).
 set -euo pipefail
 lepus=${1:-build/release/src/server/lepus}
@@ -37,9 +38,11 @@ CONF
 # count SERVER REQUESTS: total instructions of one server run that answered REQUESTS requests.
 count() {
   local server=$1 requests=$2 out="$work/cg.$1.$2"
-  if [ "$server" = lepus ]; then
+  if [ "$server" != nginx ]; then
+    local io=epoll
+    [ "$server" = lepus-uring ] && io=uring
     valgrind --tool=callgrind --callgrind-out-file="$out" "$lepus" "$work/www" --listen 127.0.0.1:18230 \
-      --threads 1 --no-pin --access-log off --keepalive-timeout 300s \
+      --threads 1 --no-pin --io $io --access-log off --keepalive-timeout 300s \
       --keepalive-requests 1000000 >/dev/null 2>"$work/vg.log" &
     port=18230
   else
@@ -55,7 +58,7 @@ count() {
   cat "$out"* | awk '/^(summary|totals):/ {s += $2} END {print s}'
 }
 
-for server in lepus nginx; do
+for server in ${SERVERS:-lepus lepus-uring nginx}; do
   # Each run also answers the one readiness probe from curl.
   a=$(count $server $n1)
   b=$(count $server $n2)

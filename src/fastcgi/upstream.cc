@@ -410,8 +410,8 @@ void UpstreamConnection::on_timer(TimerEntry& entry) {
 
 // --- UpstreamPool ------------------------------------------------------------
 
-UpstreamPool::UpstreamPool(Reactor& reactor, UpstreamOptions options)
-    : reactor_(reactor), options_(std::move(options)),
+UpstreamPool::UpstreamPool(Reactor& reactor, UpstreamOptions options, UpstreamGauges* gauges)
+    : reactor_(reactor), options_(std::move(options)), gauges_(gauges),
       queue_timer_(this, &UpstreamPool::on_queue_timer) {
     options_.connections = std::max<size_t>(1, options_.connections);
     for (size_t i = 0; i < options_.connections; ++i) {
@@ -420,7 +420,41 @@ UpstreamPool::UpstreamPool(Reactor& reactor, UpstreamOptions options)
     }
 }
 
-UpstreamPool::~UpstreamPool() = default;
+UpstreamPool::~UpstreamPool() {
+    // Unsigned wrap-around turns these additions into subtractions.
+    add_to_gauges(-published_busy_, -published_idle_, -published_queued_);
+}
+
+void UpstreamPool::close_all() {
+    for (auto& connection : connections_) {
+        connection->close_socket();
+        connection->state_ = UpstreamConnection::State::Closed;
+    }
+    idle_.clear();
+    closed_.clear();
+    for (auto& connection : connections_)
+        closed_.push_back(connection.get());
+    reactor_.timers().cancel(queue_timer_);
+    publish_gauges();
+}
+
+void UpstreamPool::add_to_gauges(uint64_t busy, uint64_t idle, uint64_t queued) {
+    if (!gauges_) return;
+    auto add = [](std::atomic<uint64_t>& gauge, uint64_t delta) {
+        gauge.store(gauge.load(std::memory_order_relaxed) + delta, std::memory_order_relaxed);
+    };
+    add(gauges_->busy, busy);
+    add(gauges_->idle, idle);
+    add(gauges_->queued, queued);
+}
+
+void UpstreamPool::publish_gauges() {
+    uint64_t busy = busy_connections(), idle = idle_.size(), queued = queue_size_;
+    add_to_gauges(busy - published_busy_, idle - published_idle_, queued - published_queued_);
+    published_busy_ = busy;
+    published_idle_ = idle;
+    published_queued_ = queued;
+}
 
 size_t UpstreamPool::open_connections() const {
     return connections_.size() - closed_.size();
@@ -433,11 +467,13 @@ void UpstreamPool::acquire(UpstreamClient& client) {
         if (!idle_.empty()) {
             UpstreamConnection* connection = idle_.back();
             idle_.pop_back();
+            publish_gauges();
             return connection->attach(client);
         }
         if (!closed_.empty()) {
             UpstreamConnection* connection = closed_.back();
             closed_.pop_back();
+            publish_gauges();
             return connection->attach(client);
         }
     }
@@ -456,6 +492,7 @@ void UpstreamPool::acquire(UpstreamClient& client) {
     queue_tail_ = &client;
     ++queue_size_;
     arm_queue_timer();
+    publish_gauges();
 }
 
 void UpstreamPool::cancel_wait(UpstreamClient& client) {
@@ -472,6 +509,7 @@ void UpstreamPool::cancel_wait(UpstreamClient& client) {
     client.queued_ = false;
     --queue_size_;
     arm_queue_timer();
+    publish_gauges();
 }
 
 UpstreamClient* UpstreamPool::pop_waiter() {
@@ -486,12 +524,14 @@ void UpstreamPool::on_available(UpstreamConnection& connection) {
         idle_.push_back(&connection);
     else
         closed_.push_back(&connection);
+    publish_gauges();
 }
 
 void UpstreamPool::on_idle_closed(UpstreamConnection& connection) {
     auto it = std::find(idle_.begin(), idle_.end(), &connection);
     if (it != idle_.end()) idle_.erase(it);
     closed_.push_back(&connection);
+    publish_gauges();
 }
 
 void UpstreamPool::assign(UpstreamConnection& connection, UpstreamClient& client) {

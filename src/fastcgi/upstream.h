@@ -19,6 +19,7 @@
 #include "net/reactor.h"
 #include "net/timer_wheel.h"
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -35,6 +36,16 @@ struct UpstreamOptions {
     uint64_t queue_timeout_ms = 10000;    // --fastcgi-queue-timeout
     uint64_t response_timeout_ms = 60000; // --fastcgi-timeout: silence from php-fpm
     uint64_t idle_timeout_ms = 30000;     // --fastcgi-idle-timeout
+};
+
+// What one reactor's pools are doing, for the status page. A reactor may have
+// several pools (one per backend); each adds what it holds into the same
+// gauges. Written by the reactor thread only (load + store, no locked
+// instruction), read by any thread.
+struct UpstreamGauges {
+    std::atomic<uint64_t> busy{0};   // connections serving or draining a request
+    std::atomic<uint64_t> idle{0};   // open connections waiting in the pool
+    std::atomic<uint64_t> queued{0}; // requests waiting for a connection
 };
 
 // Why a request's backend exchange failed.
@@ -186,7 +197,10 @@ private:
 
 class UpstreamPool {
 public:
-    UpstreamPool(Reactor& reactor, UpstreamOptions options);
+    // `gauges` (optional) must outlive the pool.
+    UpstreamPool(Reactor& reactor, UpstreamOptions options, UpstreamGauges* gauges = nullptr);
+    // Only gives the fds back, never touches the reactor (it may be gone at exit):
+    // a pool retired while its reactor runs calls close_all() first.
     ~UpstreamPool();
     UpstreamPool(const UpstreamPool&) = delete;
     UpstreamPool& operator=(const UpstreamPool&) = delete;
@@ -197,12 +211,19 @@ public:
     void acquire(UpstreamClient& client);
     // Takes a queued client out of the queue (it went away).
     void cancel_wait(UpstreamClient& client);
+    // Closes every backend connection (idle or draining an abandoned response)
+    // and cancels the timers, on the reactor thread, so that the pool can then
+    // be destroyed while the reactor runs (a SIGHUP replaced it). No client may
+    // be attached or queued: their requests keep the pool alive.
+    void close_all();
 
     const UpstreamOptions& options() const { return options_; }
     // Connections with an open socket, and idle ones among them; for tests and logs.
     size_t open_connections() const;
     size_t idle_connections() const { return idle_.size(); }
     size_t queued() const { return queue_size_; }
+    // Connections assigned to a request or draining one.
+    size_t busy_connections() const { return connections_.size() - idle_.size() - closed_.size(); }
 
 private:
     friend class UpstreamConnection;
@@ -215,9 +236,14 @@ private:
     UpstreamClient* pop_waiter();
     void arm_queue_timer();
     static void on_queue_timer(TimerEntry& entry);
+    // Brings gauges_ up to date with this pool's counts (adds the differences).
+    void publish_gauges();
+    void add_to_gauges(uint64_t busy, uint64_t idle, uint64_t queued);
 
     Reactor& reactor_;
     UpstreamOptions options_;
+    UpstreamGauges* gauges_;
+    uint64_t published_busy_ = 0, published_idle_ = 0, published_queued_ = 0;
     std::vector<std::unique_ptr<UpstreamConnection>> connections_;
     std::vector<UpstreamConnection*> idle_;   // LIFO: the coldest ones time out
     std::vector<UpstreamConnection*> closed_; // slots without a socket

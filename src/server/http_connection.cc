@@ -2,6 +2,7 @@
 
 #include "log/access_log.h"
 #include "log/error_log.h"
+#include "server/error_page.h"
 
 #include <cerrno>
 #include <cstddef>
@@ -243,6 +244,7 @@ HttpConnection::Step HttpConnection::read_head() {
         case ParseStatus::Done:
             return on_head_parsed();
         case ParseStatus::Error:
+            s.site = nullptr; // before the Host: no site, no error page
             return respond_error(s.parser.error_status());
         case ParseStatus::Again:
             break;
@@ -277,7 +279,11 @@ HttpConnection::Step HttpConnection::on_head_parsed() {
     head_moved_ = false;
     body_chunked_ = false;
     body_remaining_ = 0;
-    if (fastcgi::ScriptResolver* scripts = worker_.scripts()) {
+    // The set is kept until the response is sent (SIGHUP may replace it): the
+    // site's handlers, backend pool and log live in it.
+    serving_ = worker_.serving();
+    s.site = &serving_->for_host(request.host);
+    if (fastcgi::ScriptResolver* scripts = s.site->scripts.get()) {
         switch (scripts->route(request)) {
         case fastcgi::RouteKind::Static:
             break;
@@ -348,7 +354,10 @@ HttpConnection::Step HttpConnection::read_body() {
     // so the request's views point at its current place.
     s.parser.reset();
     std::span<const char> head(s.input.data() + s.input_begin, head_size_);
-    if (s.parser.parse(head) != ParseStatus::Done) return respond_error(500);
+    if (s.parser.parse(head) != ParseStatus::Done) {
+        s.site = nullptr; // no request to fetch an error page for
+        return respond_error(500);
+    }
     head_moved_ = false;
     return fastcgi_ ? start_fastcgi() : respond();
 }
@@ -359,19 +368,13 @@ HttpConnection::Step HttpConnection::respond() {
     Response& response = s.response;
     response.reset();
     const ServerOptions& options = worker_.options();
-    serving_ = worker_.serving(); // kept until the response is sent (SIGHUP may replace it)
+    SiteHandlers& site = *s.site;
     if (!options.status_path.empty() && request.path == options.status_path) {
         serve_status(request, response);
-    } else if (const SiteTable* sites = serving_->sites.get()) {
-        size_t index = sites->match(request.host);
-        const SiteConfig& site = sites->site(index);
-        if (!serve_redirect(request, site, response)) {
-            serving_->site_files[index]->handle(request, keep_alive_, reactor_.now_s(),
-                                                reactor_.now_ms(), response);
-            add_site_headers(site, response);
-        }
-    } else {
-        serving_->root->handle(request, keep_alive_, reactor_.now_s(), reactor_.now_ms(), response);
+    } else if (!site.config || !serve_redirect(request, *site.config, response)) {
+        site.files->handle(request, keep_alive_, reactor_.now_s(), reactor_.now_ms(), response);
+        apply_site_error_page(request, response);
+        if (site.config) add_site_headers(*site.config, response);
     }
     keep_alive_ = response.keep_alive;
     worker_.publish_cache_stats();
@@ -389,6 +392,7 @@ HttpConnection::Step HttpConnection::respond_error(int status) {
     fastcgi_ = false;
     s.response.reset();
     build_error_response(status, false, reactor_.now_s(), s.response);
+    if (s.site) apply_site_error_page(request_views(), s.response); // 413, a bad chunked body
     if (status == 400 || status == 414 || status == 431 || status == 501 || status == 505)
         log_info("client %s: %d: %s", peer_.to_string().c_str(), status, s.parser.error_reason());
     log_access(status, s.response.body_bytes());
@@ -403,7 +407,10 @@ void HttpConnection::log_access(int status, uint64_t bytes) {
     WorkerStats::bump(stats.requests);
     WorkerStats::bump(stats.bytes_sent, bytes);
     if (status >= 100 && status < 600) WorkerStats::bump(stats.responses[status]);
-    AsyncLogger& log = worker_.access_log();
+    // nginx's access_log per server: the site's own file, else the global one.
+    AsyncLogger& log = state_ && state_->site && state_->site->access_log
+                           ? *state_->site->access_log
+                           : worker_.access_log();
     if (!log.enabled()) return;
     AccessLogEntry entry{};
     std::string host;
@@ -482,6 +489,7 @@ HttpConnection::Step HttpConnection::write_response() {
 HttpConnection::Step HttpConnection::finish_response() {
     RequestState& s = *state_;
     s.response.reset(); // releases the cached file
+    s.site = nullptr;   // lives in serving_
     serving_.reset();
     s.input_begin += head_size_;
     s.parser.reset();
@@ -519,19 +527,17 @@ void HttpConnection::close() {
     closed_ = true;
     set_phase(Phase::Idle);
     reactor_.timers().cancel(timer_);
-    if (fastcgi::UpstreamPool* pool = worker_.upstream_pool()) {
-        if (upstream_queued()) pool->cancel_wait(*this);
-        if (fastcgi_ && state_) {
-            request_views();
-            // nginx's 499: the client left before the response was complete.
-            log_access(proxy_head_built_ ? proxy_status_ : 499,
-                       proxy_bytes_sent_ > proxy_head_size_ ? proxy_bytes_sent_ - proxy_head_size_
-                                                            : 0);
-            fastcgi_ = false;
-        }
-        // Drains the rest of the response into the void, then pools the connection.
-        if (upstream()) upstream()->release();
+    // A queued or proxied request holds serving_, so its site and pool are alive.
+    if (upstream_queued()) serving_->pool_of(*state_->site).cancel_wait(*this);
+    if (fastcgi_ && state_) {
+        request_views();
+        // nginx's 499: the client left before the response was complete.
+        log_access(proxy_head_built_ ? proxy_status_ : 499,
+                   proxy_bytes_sent_ > proxy_head_size_ ? proxy_bytes_sent_ - proxy_head_size_ : 0);
+        fastcgi_ = false;
     }
+    // Drains the rest of the response into the void, then pools the connection.
+    if (upstream()) upstream()->release();
     reactor_.remove(fd_.get());
     fd_.reset();
     if (state_) {

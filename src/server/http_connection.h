@@ -12,10 +12,11 @@
 // the header deadline (armed once per request, never extended: the slowloris
 // defence), body read, write stall, or the lingering close.
 //
-// Scripts (--fastcgi) go to php-fpm through the worker's UpstreamPool: the
-// connection is the UpstreamClient of one backend connection, streams the
-// request body to it as STDIN records and relays the response as it arrives
-// (fastcgi_proxy.cc), with bounded buffers both ways.
+// Scripts (--fastcgi, or a [[site]]'s fastcgi) go to php-fpm through the
+// site's UpstreamPool, in the serving set the request holds: the connection is
+// the UpstreamClient of one backend connection, streams the request body to it
+// as STDIN records and relays the response as it arrives
+// (http_connection_fastcgi.cc), with bounded buffers both ways.
 #pragma once
 
 #include "base/unique_fd.h"
@@ -67,6 +68,8 @@ private:
     bool serve_redirect(const Request& request, const SiteConfig& site, Response& response);
     void add_site_headers(const SiteConfig& site, Response& response);
     void serve_status(const Request& request, Response& response);
+    // The site's error_page for response.status, if any, replaces its body.
+    void apply_site_error_page(const Request& request, Response& response);
     bool status_allowed() const;
     Step respond_error(int status);
     Step finish_response();
@@ -94,7 +97,7 @@ private:
     OwnedTimerEntry<HttpConnection> timer_;
     uint64_t deadline_ = 0; // what timer_ stands for; the wheel may fire a little early
     std::unique_ptr<RequestState> state_;
-    std::shared_ptr<ServingSet> serving_; // while a static response is in flight
+    std::shared_ptr<ServingSet> serving_; // from the parsed head until the response is sent
     uint64_t requests_ = 0;
     uint64_t body_remaining_ = 0; // Content-Length bytes still to discard
     size_t head_size_ = 0;

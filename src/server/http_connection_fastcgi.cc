@@ -75,7 +75,7 @@ HttpConnection::Step HttpConnection::start_fastcgi() {
     s.proxy_sent = 0;
     error_response_ = false;
     set_phase(Phase::Upstream);
-    worker_.upstream_pool()->acquire(*this);
+    serving_->pool_of(*s.site).acquire(*this);
     return Step::Continue;
 }
 
@@ -163,7 +163,7 @@ void HttpConnection::send_fastcgi_request(fastcgi::UpstreamConnection& upstream)
     std::optional<uint64_t> length = request.content_length;
     if (body_chunked_) length = s.fastcgi_body.size();
     fastcgi::CgiContext context{.request = request,
-                                .document_root = worker_.scripts()->document_root(),
+                                .document_root = s.site->scripts->document_root(),
                                 .script_name = s.script_name,
                                 .path_info = s.path_info,
                                 .script_filename = s.script_filename,
@@ -347,6 +347,7 @@ HttpConnection::Step HttpConnection::respond_fastcgi_error(int status,
     context.version_minor = request.version_minor;
     s.response.reset();
     build_error_response(status, context, s.response, extra_headers);
+    apply_site_error_page(request, s.response);
     keep_alive_ = s.response.keep_alive;
     error_response_ = false;
     fastcgi_ = false;

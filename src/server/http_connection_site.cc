@@ -2,6 +2,7 @@
 // redirects and header rules, and the status page.
 #include "base/clock.h"
 #include "http/path.h"
+#include "server/error_page.h"
 #include "server/http_connection.h"
 #include "server/status_page.h"
 
@@ -65,6 +66,17 @@ void HttpConnection::add_site_headers(const SiteConfig& site, Response& response
     response.head.insert(response.head.size() - 2, extra);
 }
 
+void HttpConnection::apply_site_error_page(const Request& request, Response& response) {
+    const SiteHandlers* site = state_->site;
+    if (!site || !site->config || response.status < 400) return;
+    const std::map<int, std::string>& pages = site->config->error_pages;
+    auto page = pages.find(response.status);
+    if (page == pages.end()) return;
+    // A page that cannot be served leaves the built-in one (logged by the handler if it is a 500).
+    apply_error_page(*site->files, request, page->second, reactor_.now_s(), reactor_.now_ms(),
+                     response, state_->error_page);
+}
+
 bool HttpConnection::status_allowed() const {
     for (const std::string& network : worker_.options().status_allow)
         if (in_network(peer_, network)) return true;
@@ -92,6 +104,10 @@ void HttpConnection::serve_status(const Request& request, Response& response) {
         r.bytes_sent = stats.bytes_sent.load(std::memory_order_relaxed);
         r.cache_hits = stats.cache_hits.load(std::memory_order_relaxed);
         r.cache_misses = stats.cache_misses.load(std::memory_order_relaxed);
+        fastcgi::UpstreamGauges& gauges = worker->fastcgi_gauges();
+        r.fastcgi_busy = gauges.busy.load(std::memory_order_relaxed);
+        r.fastcgi_idle = gauges.idle.load(std::memory_order_relaxed);
+        r.fastcgi_queued = gauges.queued.load(std::memory_order_relaxed);
         for (size_t code = 0; code < codes.size(); ++code)
             codes[code] += stats.responses[code].load(std::memory_order_relaxed);
         status.reactors.push_back(r);
@@ -102,6 +118,8 @@ void HttpConnection::serve_status(const Request& request, Response& response) {
     status.fastcgi_503 = codes[503];
     status.fastcgi_504 = codes[504];
     status.log_lines_dropped = worker_.access_log().dropped_lines();
+    for (const auto& log : serving_->access_logs) // the per-site logs
+        status.log_lines_dropped += log->dropped_lines();
 
     bool prometheus = request.query.find("format=prometheus") != std::string_view::npos;
     std::string& body = response.owned_body;

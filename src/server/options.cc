@@ -90,6 +90,19 @@ std::string check_root(const std::string& root) {
     return {};
 }
 
+// One line naming what is wrong with a [[site]]'s access_log or fastcgi (the
+// config reader checked their types), or empty.
+std::string check_site(const SiteConfig& site) {
+    if (site.access_log && site.access_log->empty()) return "access_log must not be empty";
+    if (!site.fastcgi) return {};
+    const SiteFastCgi& fastcgi = *site.fastcgi;
+    if (!fastcgi::parse_backend_address(fastcgi.address))
+        return "fastcgi address '" + fastcgi.address + "' is not unix:/path or HOST:PORT";
+    for (std::string extension : fastcgi.ext)
+        if (std::string error = ExtensionValidator()(extension); !error.empty()) return error;
+    return {};
+}
+
 int usage_error(const std::string& message) {
     std::fprintf(stderr, "lepus: %s (see lepus --help)\n", message.c_str());
     return 2;
@@ -289,17 +302,9 @@ CommandLineResult parse_command_line(int argc, char** argv, ServerOptions& optio
     CommandLineResult result = parse_arguments(arguments, options, origins);
     if (!expanded) return {false, error_exit};
     if (!result.run) return {false, result.exit_code == 0 ? 0 : error_exit};
-    for (const SiteConfig& site : options.sites) {
-        // Parsed and checked, but not served per site yet: refuse rather than ignore.
-        const char* unsupported = !site.error_pages.empty() ? "error_page"
-                                  : site.access_log         ? "access_log"
-                                  : site.fastcgi            ? "fastcgi"
-                                                            : nullptr;
-        if (unsupported)
-            return {false, (usage_error(site.origin + ": per-site '" + unsupported +
-                                        "' is not supported yet"),
-                            error_exit)};
-    }
+    for (const SiteConfig& site : options.sites)
+        if (std::string error = check_site(site); !error.empty())
+            return {false, (usage_error(site.origin + ": " + error), error_exit)};
     for (const SiteConfig& site : options.sites)
         if (std::string error = check_root(site.root); !error.empty())
             return {false, (usage_error(site.origin + ": " + error), error_exit)};

@@ -78,36 +78,6 @@ private:
     std::atomic<int64_t>& live_total_;
 };
 
-// The handlers one worker serves with: the default root and every [[site]].
-std::unique_ptr<ServingSet> make_serving_set(const ServerOptions& options,
-                                             const std::shared_ptr<const SiteTable>& sites,
-                                             std::string& error) {
-    StaticOptions base;
-    base.root = options.root;
-    base.index = options.index;
-    base.autoindex = options.autoindex;
-    base.dotfiles_allow = options.dotfiles_allow;
-    auto set = std::make_unique<ServingSet>();
-    set->root = StaticHandler::create(base, error);
-    if (!set->root) return nullptr;
-    set->sites = sites;
-    for (size_t i = 0; sites && i < sites->size(); ++i) {
-        const SiteConfig& site = sites->site(i);
-        StaticOptions site_options = base;
-        site_options.root = site.root;
-        if (site.index) site_options.index = *site.index;
-        if (site.autoindex) site_options.autoindex = *site.autoindex;
-        if (site.dotfiles_allow) site_options.dotfiles_allow = *site.dotfiles_allow;
-        auto handler = StaticHandler::create(site_options, error);
-        if (!handler) {
-            error = site.origin + ": " + error;
-            return nullptr;
-        }
-        set->site_files.push_back(std::move(handler));
-    }
-    return set;
-}
-
 // The listening sockets the acceptor thread serves, by the address they were
 // configured with, so that a reload can tell which to open and which to close.
 struct Listening {
@@ -159,11 +129,14 @@ struct ListenChange {
 
 // SIGHUP: reads the command line and config file again. When they are valid,
 // every worker gets new handlers for its next requests (responses in flight
-// finish with the old ones) and the acceptor opens the new listen addresses and
-// closes the dropped ones; when not, the errors are logged and nothing changes.
-// Threads, timeouts, the event engine and FastCGI settings need a restart.
+// finish with the old ones): sites, roots, indexes, error pages, per-site
+// access logs (started here) and FastCGI backends (a worker keeps the warm pool
+// of a backend whose settings did not change); the acceptor opens the new
+// listen addresses and closes the dropped ones. When they are not valid, the
+// errors are logged and nothing changes. Threads, the event engine, the global
+// logs and the client timeouts need a restart.
 void reload(int argc, char** argv, const ServerOptions& current, std::vector<Worker*>& workers,
-            Listening& listening) {
+            SiteLogs& site_logs, Listening& listening) {
     ServerOptions next;
     CommandLineResult parsed = parse_command_line(argc, argv, next);
     if (!parsed.run) {
@@ -179,13 +152,18 @@ void reload(int argc, char** argv, const ServerOptions& current, std::vector<Wor
         log_error("SIGHUP: %s; keeping the running configuration", error.c_str());
         return;
     }
-    if (next.threads != current.threads || next.fastcgi != current.fastcgi || next.io != current.io)
-        log_warn("SIGHUP: threads, io and fastcgi changes take effect after a restart");
+    if (next.threads != current.threads || next.io != current.io ||
+        next.access_log != current.access_log || next.error_log != current.error_log)
+        log_warn("SIGHUP: threads, io and the global log changes take effect after a restart");
+    // The running global log is what a site naming the same path shares.
+    next.access_log = current.access_log;
     std::shared_ptr<const SiteTable> sites;
     if (!next.sites.empty()) sites = std::make_shared<const SiteTable>(next.sites);
     std::vector<std::unique_ptr<ServingSet>> sets;
+    // The sets copy what they need from `next` (the sites stay in the SiteTable).
     for (size_t i = 0; i < workers.size(); ++i) {
-        auto set = make_serving_set(next, sites, error);
+        auto set =
+            make_serving_set(next, sites, site_logs, unsigned(i), unsigned(workers.size()), error);
         if (!set) {
             log_error("SIGHUP: %s; keeping the running configuration", error.c_str());
             return;
@@ -195,6 +173,7 @@ void reload(int argc, char** argv, const ServerOptions& current, std::vector<Wor
     for (size_t i = 0; i < workers.size(); ++i)
         workers[i]->reload(std::move(sets[i]));
     if (!listen.empty()) listen.apply(listening);
+    site_logs.prune(); // the logs of sites gone in an earlier reload, once no request holds them
     log_info("SIGHUP: configuration reloaded (%zu sites)", next.sites.size());
 }
 
@@ -248,6 +227,7 @@ sigset_t server_signals() {
 
 struct Loggers {
     std::unique_ptr<AsyncLogger> error, access;
+    SiteLogs sites; // per-site access logs
 
     bool start(const ServerOptions& options, std::string& error_text) {
         error = std::make_unique<AsyncLogger>(AsyncLoggerOptions{.path = options.error_log});
@@ -267,9 +247,13 @@ struct Loggers {
     void reopen() {
         error->reopen();
         access->reopen();
+        sites.reopen();
+        sites.prune();
     }
+    // Once the reactors have stopped: every line appended is written.
     void stop() {
         set_error_log(nullptr, LogLevel::Error);
+        sites.stop();
         access->stop();
         error->stop();
     }
@@ -342,13 +326,14 @@ int run_server(const ServerOptions& options, int argc, char** argv) {
     unsigned cores = std::max(1u, unsigned(sysconf(_SC_NPROCESSORS_ONLN)));
     for (unsigned i = 0; i < threads; ++i) {
         auto worker = std::make_unique<Worker>(options, *logs.access);
-        auto serving = make_serving_set(options, sites, error);
+        // Sites, FastCGI script resolvers and backends, per-site logs.
+        auto serving = make_serving_set(options, sites, logs.sites, i, threads, error);
         if (!serving) {
             std::fprintf(stderr, "lepus: %s\n", error.c_str());
             logs.stop();
             return 1;
         }
-        worker->set_serving(std::move(serving));
+        worker->reload(std::move(serving)); // taken, with its pools made, on the reactor thread
         worker->all_workers = &worker_list;
         worker->started_ms = monotonic_ms();
         worker_list.push_back(worker.get());
@@ -366,27 +351,6 @@ int run_server(const ServerOptions& options, int argc, char** argv) {
             return 1;
         }
         worker->reactor = reactor.get();
-        if (!options.fastcgi.empty()) {
-            fastcgi::ScriptResolverOptions script_options{options.root, options.fastcgi_ext,
-                                                          options.index, options.dotfiles_allow};
-            auto scripts = fastcgi::ScriptResolver::create(script_options, error);
-            if (!scripts) {
-                std::fprintf(stderr, "lepus: %s\n", error.c_str());
-                logs.stop();
-                return 1;
-            }
-            // --fastcgi-pool is the total php-fpm sees: split it, at least one each.
-            fastcgi::UpstreamOptions upstream;
-            upstream.address = *fastcgi::parse_backend_address(options.fastcgi);
-            upstream.connections =
-                std::max(1u, options.fastcgi_pool / threads + (i < options.fastcgi_pool % threads));
-            upstream.queue_limit = options.fastcgi_queue;
-            upstream.queue_timeout_ms = options.fastcgi_queue_timeout_ms;
-            upstream.response_timeout_ms = options.fastcgi_timeout_ms;
-            upstream.idle_timeout_ms = options.fastcgi_idle_timeout_ms;
-            worker->set_fastcgi(std::move(scripts), std::make_unique<fastcgi::UpstreamPool>(
-                                                        *reactor, std::move(upstream)));
-        }
         if (reuse_port) {
             for (size_t l = i; l < listeners.size(); l += threads) {
                 auto listener = std::make_unique<ReusePortListener>(
@@ -457,7 +421,7 @@ int run_server(const ServerOptions& options, int argc, char** argv) {
             log_info("SIGUSR1: logs reopened; connections per reactor: %s", counts.c_str());
         } else if (signal_number == SIGHUP && !stopping) {
             listening.acceptor = acceptor.get();
-            reload(argc, argv, options, worker_list, listening);
+            reload(argc, argv, options, worker_list, logs.sites, listening);
         } else if (signal_number == SIGTERM || signal_number == SIGINT) {
             if (stopping && signal_number == SIGINT) {
                 // A second Ctrl-C: leave now, keeping what the logs hold.

@@ -65,8 +65,12 @@ void render_status_json(const StatusSnapshot& status, std::string& out) {
         append_field(out, "requests", r.requests);
         append_field(out, "bytes_sent", r.bytes_sent);
         append_field(out, "open_file_cache_hits", r.cache_hits);
-        append_field(out, "open_file_cache_misses", r.cache_misses, false);
-        out += "}";
+        append_field(out, "open_file_cache_misses", r.cache_misses);
+        out += "\"fastcgi\": {";
+        append_field(out, "busy", r.fastcgi_busy);
+        append_field(out, "idle", r.fastcgi_idle);
+        append_field(out, "queued", r.fastcgi_queued, false);
+        out += "}}";
     }
     out += "], \"status_codes\": {";
     for (size_t i = 0; i < status.status_codes.size(); ++i) {
@@ -104,6 +108,16 @@ void render_status_prometheus(const StatusSnapshot& status, std::string& out) {
                        "Open-file cache hits.", &R::cache_hits);
     append_per_reactor(out, status, "lepus_open_file_cache_misses_total", "counter",
                        "Open-file cache misses.", &R::cache_misses);
+    append_metric(out, "lepus_fastcgi_connections", "gauge",
+                  "FastCGI backend connections by state, summed over the reactor's backends.");
+    const std::pair<const char*, ReactorField> fastcgi_states[] = {{"busy", &R::fastcgi_busy},
+                                                                   {"idle", &R::fastcgi_idle}};
+    for (size_t i = 0; i < status.reactors.size(); ++i)
+        for (auto& [state, field] : fastcgi_states)
+            out += "lepus_fastcgi_connections{reactor=\"" + std::to_string(i) + "\",state=\"" +
+                   state + "\"} " + std::to_string(status.reactors[i].*field) + "\n";
+    append_per_reactor(out, status, "lepus_fastcgi_queued_requests", "gauge",
+                       "Requests waiting for a FastCGI backend connection.", &R::fastcgi_queued);
     append_metric(out, "lepus_responses_total", "counter", "Responses by status code.");
     for (auto& [code, count] : status.status_codes)
         out += "lepus_responses_total{code=\"" + std::to_string(code) + "\"} " +

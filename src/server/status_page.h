@@ -15,6 +15,10 @@ struct StatusSnapshot {
         uint64_t active = 0, reading = 0, writing = 0, idle = 0;
         uint64_t requests = 0, bytes_sent = 0;
         uint64_t cache_hits = 0, cache_misses = 0;
+        // FastCGI, summed over the reactor's pools (one per backend): backend
+        // connections serving (or draining) a request, idle in the pool, and
+        // requests waiting for one.
+        uint64_t fastcgi_busy = 0, fastcgi_idle = 0, fastcgi_queued = 0;
     };
     double uptime_seconds = 0;
     std::string version;

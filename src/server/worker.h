@@ -1,19 +1,18 @@
-// Worker: what one reactor thread owns besides its Reactor: the static file
-// handler, the FastCGI script resolver and backend pool (when --fastcgi is
-// set), the pool of per-request state, the access log scratch space.
-// Everything here is touched by that thread only.
+// Worker: what one reactor thread owns besides its Reactor: the serving set
+// (static handlers, FastCGI script resolvers and backend pools, per site), the
+// pool of per-request state, the access log scratch space. Everything here is
+// touched by that thread only, except reload() and the status counters.
 #pragma once
 
-#include "fastcgi/script_resolver.h"
 #include "fastcgi/upstream.h"
 #include "http/chunked_decoder.h"
 #include "http/request_parser.h"
 #include "http/response.h"
-#include "http/static_handler.h"
 #include "log/async_logger.h"
 #include "net/reactor.h"
+#include "net/timer_wheel.h"
 #include "server/options.h"
-#include "server/site_table.h"
+#include "server/serving_set.h"
 
 #include <array>
 #include <atomic>
@@ -33,6 +32,11 @@ struct RequestState {
     size_t input_end = 0;
     ChunkedDecoder chunked; // discards a chunked body the handler does not read
     std::string scratch;
+    Response error_page; // working space for a per-site error page
+
+    // The site serving this request, in the connection's serving set; null
+    // before the head is parsed (the parser's own errors).
+    SiteHandlers* site = nullptr;
 
     // FastCGI: copied from the resolver, which serves other connections while
     // this request waits for a backend connection.
@@ -61,20 +65,14 @@ struct WorkerStats {
     }
 };
 
-// What a worker serves with: the handler of the default root and, with
-// [[site]] blocks, one handler per site. SIGHUP builds a new set for every
-// worker; a worker switches at its next request, and a response in flight keeps
-// the set it started with alive until it is sent.
-struct ServingSet {
-    std::unique_ptr<StaticHandler> root;
-    std::shared_ptr<const SiteTable> sites; // null without [[site]] blocks
-    std::vector<std::unique_ptr<StaticHandler>> site_files;
-};
-
 class Worker {
 public:
     Worker(const ServerOptions& options, AsyncLogger& access_log)
-        : options_(options), access_log_(access_log) {}
+        : options_(options), access_log_(access_log),
+          retire_timer_(this, &Worker::on_retire_timer) {}
+    ~Worker();
+    Worker(const Worker&) = delete;
+    Worker& operator=(const Worker&) = delete;
 
     // Pooled request state: reused, so the keepalive path does not allocate.
     std::unique_ptr<RequestState> acquire_state();
@@ -85,50 +83,41 @@ public:
     std::string& log_line() { return log_line_; }
     // The current serving set; picks up one handed over by reload() first.
     const std::shared_ptr<ServingSet>& serving() {
-        if (pending_.load(std::memory_order_relaxed)) {
-            if (ServingSet* next = pending_.exchange(nullptr, std::memory_order_acquire))
-                serving_.reset(next);
-        }
+        if (pending_.load(std::memory_order_relaxed)) take_pending();
         return serving_;
     }
-    // Before the reactor runs: the first set.
-    void set_serving(std::unique_ptr<ServingSet> set) { serving_ = std::move(set); }
-    // Any thread (SIGHUP): hands over a new set; the worker takes it at its next request.
+    // Any thread (SIGHUP; before the reactor runs, the first set): hands over a
+    // new set; the worker takes it at its next request. Needs `reactor` set.
     void reload(std::unique_ptr<ServingSet> set) {
         delete pending_.exchange(set.release(), std::memory_order_acq_rel);
     }
-    ~Worker() { delete pending_.load(); }
-    // FastCGI; both null when --fastcgi is not set.
-    fastcgi::ScriptResolver* scripts() { return scripts_.get(); }
-    fastcgi::UpstreamPool* upstream_pool() { return upstream_pool_.get(); }
-    void set_fastcgi(std::unique_ptr<fastcgi::ScriptResolver> scripts,
-                     std::unique_ptr<fastcgi::UpstreamPool> pool) {
-        scripts_ = std::move(scripts);
-        upstream_pool_ = std::move(pool);
-    }
 
+    // FastCGI connections and queue of every pool of this reactor, for the status page.
+    fastcgi::UpstreamGauges& fastcgi_gauges() { return fastcgi_gauges_; }
     WorkerStats& stats() { return stats_; }
     // Copies the open-file cache counters of every handler into stats().
-    void publish_cache_stats() {
-        uint64_t hits = serving_->root->cache_hits();
-        uint64_t misses = serving_->root->cache_misses();
-        for (auto& handler : serving_->site_files)
-            hits += handler->cache_hits(), misses += handler->cache_misses();
-        stats_.cache_hits.store(hits, std::memory_order_relaxed);
-        stats_.cache_misses.store(misses, std::memory_order_relaxed);
-    }
+    void publish_cache_stats();
     // Every worker of the server, for the status page (read-only use).
     const std::vector<Worker*>* all_workers = nullptr;
     uint64_t started_ms = 0;
     Reactor* reactor = nullptr;
 
 private:
+    void take_pending();
+    // The deleter of serving_: a set no request holds any more is destroyed
+    // from a timer callback, never from inside the request or pool callbacks
+    // that dropped the last reference (its pools may be on the stack there).
+    void retire(ServingSet* set);
+    static void on_retire_timer(TimerEntry& entry);
+
     const ServerOptions& options_;
     AsyncLogger& access_log_;
+    fastcgi::UpstreamGauges fastcgi_gauges_; // before the sets: their pools write to it
     std::shared_ptr<ServingSet> serving_;
     std::atomic<ServingSet*> pending_{nullptr};
-    std::unique_ptr<fastcgi::ScriptResolver> scripts_;
-    std::unique_ptr<fastcgi::UpstreamPool> upstream_pool_;
+    std::vector<std::unique_ptr<ServingSet>> retired_;
+    OwnedTimerEntry<Worker> retire_timer_;
+    bool exiting_ = false; // ~Worker: the reactor is gone, sets are destroyed at once
     std::vector<std::unique_ptr<RequestState>> free_states_;
     std::string log_line_;
     WorkerStats stats_;

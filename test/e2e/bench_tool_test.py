@@ -10,6 +10,7 @@ Needs only wrk (and gnuplot for the chart check): no nginx or apache.
 import csv
 import json
 import os
+import random
 import shutil
 import signal
 import socket
@@ -32,14 +33,12 @@ def lepus_has_io():
 def free_port_pair(count=3):
     """A port p with p, p+1, ... p+count-1 free (lepus-bench uses port-base,
     port-base+1, ... one per server)."""
-    for _ in range(50):
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
-        if port >= 65000:
-            continue
+    # Below the ephemeral range (32768-60999 by default): after the load tests
+    # tens of thousands of client sockets in TIME_WAIT hold ports up there.
+    for _ in range(200):
+        port = random.randrange(20000, 32000)
         try:
-            for offset in range(1, count):
+            for offset in range(0, count):
                 servers.check_port_free(port + offset)  # as lepus-bench checks (SO_REUSEADDR)
         except servers.BenchError:
             continue

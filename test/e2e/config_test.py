@@ -54,6 +54,49 @@ class CheckMode(unittest.TestCase):
         self.assertEqual(result.returncode, 1)
         self.assertIn("lepus.toml:1:", result.stderr)
 
+    def test_per_site_error_page_access_log_and_fastcgi_are_accepted(self):
+        path = self.write("""\
+            [[site]]
+            server_names = ["a.test"]
+            root = "www"
+            error_page.404 = "/404.html"
+            error_page.502 = "/50x.html"
+            access_log = "a.log"
+            fastcgi = { address = "unix:/run/php/php8.2-fpm.sock", ext = [".php"], pool = 4, queue = 16, timeout = "30s" }
+
+            [[site]]
+            server_names = ["b.test"]
+            root = "www"
+            access_log = "off"
+            fastcgi = "127.0.0.1:9000"
+            """)
+        result = check(path, cwd=self.dir)
+        self.assertEqual(result.returncode, 0, result.stderr)
+        self.assertEqual(result.stdout.strip(), "ok")
+
+    def test_bad_per_site_fastcgi_is_reported_with_the_site(self):
+        path = self.write("""\
+            [[site]]
+            root = "www"
+
+            [[site]]
+            server_names = ["b.test"]
+            root = "www"
+            fastcgi = "localhost"
+            """)
+        result = check(path, cwd=self.dir)
+        self.assertEqual(result.returncode, 1)
+        self.assertIn("lepus.toml:4:", result.stderr)
+        self.assertIn("fastcgi address 'localhost'", result.stderr)
+        path = self.write("""\
+            [[site]]
+            root = "www"
+            fastcgi = { address = "unix:/x.sock", ext = ["php"] }
+            """)
+        result = check(path, cwd=self.dir)
+        self.assertEqual(result.returncode, 1)
+        self.assertIn("not an extension", result.stderr)
+
     def test_bad_value(self):
         result = check(self.write('keepalive_timeout = "10 parsecs"\n'), cwd=self.dir)
         self.assertEqual(result.returncode, 1)

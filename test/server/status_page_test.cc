@@ -18,6 +18,9 @@ StatusSnapshot sample() {
     r.idle = 1;
     r.requests = 42;
     r.bytes_sent = 4096;
+    r.fastcgi_busy = 2;
+    r.fastcgi_idle = 5;
+    r.fastcgi_queued = 7;
     status.reactors = {r, StatusSnapshot::Reactor{}};
     status.status_codes = {{200, 40}, {404, 2}};
     status.fastcgi_502 = 1;
@@ -31,6 +34,8 @@ TEST(StatusPage, JsonHasTheCounters) {
     EXPECT_NE(out.find("\"requests\": 42"), std::string::npos);
     EXPECT_NE(out.find("\"status_codes\": {\"200\": 40, \"404\": 2}"), std::string::npos);
     EXPECT_NE(out.find("\"bad_gateway_502\": 1"), std::string::npos);
+    EXPECT_NE(out.find("\"fastcgi\": {\"busy\": 2, \"idle\": 5, \"queued\": 7}"), std::string::npos)
+        << out;
     // Balanced braces and brackets (the e2e test parses it with python's json).
     int depth = 0;
     for (char c : out) {
@@ -56,6 +61,13 @@ TEST(StatusPage, PrometheusLinesAreWellFormed) {
     EXPECT_GT(samples, 10);
     EXPECT_NE(out.find("lepus_requests_total{reactor=\"0\"} 42\n"), std::string::npos);
     EXPECT_NE(out.find("lepus_responses_total{code=\"404\"} 2\n"), std::string::npos);
+    EXPECT_NE(out.find("lepus_fastcgi_connections{reactor=\"0\",state=\"busy\"} 2\n"),
+              std::string::npos);
+    EXPECT_NE(out.find("lepus_fastcgi_connections{reactor=\"0\",state=\"idle\"} 5\n"),
+              std::string::npos);
+    EXPECT_NE(out.find("lepus_fastcgi_connections{reactor=\"1\",state=\"busy\"} 0\n"),
+              std::string::npos);
+    EXPECT_NE(out.find("lepus_fastcgi_queued_requests{reactor=\"0\"} 7\n"), std::string::npos);
 }
 
 } // namespace

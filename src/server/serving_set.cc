@@ -1,0 +1,170 @@
+#include "server/serving_set.h"
+
+#include "log/error_log.h"
+
+#include <algorithm>
+
+namespace lepus {
+namespace {
+
+bool same_backend(const fastcgi::UpstreamOptions& a, const fastcgi::UpstreamOptions& b) {
+    return a.address.text == b.address.text && a.connections == b.connections &&
+           a.queue_limit == b.queue_limit && a.queue_timeout_ms == b.queue_timeout_ms &&
+           a.response_timeout_ms == b.response_timeout_ms && a.idle_timeout_ms == b.idle_timeout_ms;
+}
+
+// This worker's share of a pool of `total` connections: php-fpm sees `total`
+// in all, at least one per reactor.
+size_t share(unsigned total, unsigned index, unsigned threads) {
+    return std::max(1u, total / threads + (index < total % threads ? 1u : 0u));
+}
+
+// The index in set.pool_options of `options`, added when new.
+size_t pool_index(ServingSet& set, fastcgi::UpstreamOptions options) {
+    for (size_t i = 0; i < set.pool_options.size(); ++i)
+        if (same_backend(set.pool_options[i], options)) return i;
+    set.pool_options.push_back(std::move(options));
+    return set.pool_options.size() - 1;
+}
+
+// The global --fastcgi* backend, or one [[site]]'s own `fastcgi` on top of it.
+fastcgi::UpstreamOptions backend_options(const ServerOptions& options, const SiteFastCgi* site,
+                                         unsigned index, unsigned threads) {
+    fastcgi::UpstreamOptions upstream;
+    // Both were validated by parse_command_line.
+    upstream.address =
+        *fastcgi::parse_backend_address(site ? site->address : std::string_view(options.fastcgi));
+    upstream.connections =
+        share(site && site->pool ? *site->pool : options.fastcgi_pool, index, threads);
+    upstream.queue_limit = site && site->queue ? *site->queue : options.fastcgi_queue;
+    upstream.queue_timeout_ms = options.fastcgi_queue_timeout_ms;
+    upstream.response_timeout_ms =
+        site && site->timeout_ms ? *site->timeout_ms : options.fastcgi_timeout_ms;
+    upstream.idle_timeout_ms = options.fastcgi_idle_timeout_ms;
+    return upstream;
+}
+
+} // namespace
+
+std::shared_ptr<AsyncLogger> SiteLogs::get(const std::string& path, std::string& error) {
+    auto it = loggers_.find(path);
+    if (it != loggers_.end()) return it->second;
+    auto logger = std::make_shared<AsyncLogger>(AsyncLoggerOptions{.path = path});
+    if (!logger->start(error)) return nullptr;
+    loggers_.emplace(path, logger);
+    return logger;
+}
+
+void SiteLogs::reopen() {
+    for (auto& [path, logger] : loggers_)
+        logger->reopen();
+}
+
+void SiteLogs::prune() {
+    // use_count() 1: only this map holds it, and only this (main) thread hands
+    // out new references, so nobody can start writing to it again.
+    for (auto it = loggers_.begin(); it != loggers_.end();) {
+        if (it->second.use_count() == 1) {
+            it->second->stop();
+            it = loggers_.erase(it);
+        } else {
+            ++it;
+        }
+    }
+}
+
+void SiteLogs::stop() {
+    for (auto& [path, logger] : loggers_)
+        logger->stop();
+}
+
+std::unique_ptr<ServingSet> make_serving_set(const ServerOptions& options,
+                                             const std::shared_ptr<const SiteTable>& sites,
+                                             SiteLogs& logs, unsigned index, unsigned threads,
+                                             std::string& error) {
+    StaticOptions base;
+    base.root = options.root;
+    base.index = options.index;
+    base.autoindex = options.autoindex;
+    base.dotfiles_allow = options.dotfiles_allow;
+    auto set = std::make_unique<ServingSet>();
+    set->root.files = StaticHandler::create(base, error);
+    if (!set->root.files) return nullptr;
+    set->sites = sites;
+    bool global_fastcgi = !options.fastcgi.empty();
+    if (global_fastcgi && !sites) {
+        fastcgi::ScriptResolverOptions scripts{options.root, options.fastcgi_ext, options.index,
+                                               options.dotfiles_allow};
+        set->root.scripts = fastcgi::ScriptResolver::create(scripts, error);
+        if (!set->root.scripts) return nullptr;
+        set->root.pool = pool_index(*set, backend_options(options, nullptr, index, threads));
+    }
+    for (size_t i = 0; sites && i < sites->size(); ++i) {
+        const SiteConfig& site = sites->site(i);
+        SiteHandlers handlers;
+        handlers.config = &site;
+        StaticOptions site_options = base;
+        site_options.root = site.root;
+        if (site.index)
+            site_options.index = *site.index;
+        else if (site.fastcgi && !global_fastcgi && options.index == ServerOptions{}.index)
+            // A PHP site answers directories with index.php first, as the global
+            // --fastcgi does (nginx's usual "index index.php index.html").
+            site_options.index = {"index.php", "index.html"};
+        if (site.autoindex) site_options.autoindex = *site.autoindex;
+        if (site.dotfiles_allow) site_options.dotfiles_allow = *site.dotfiles_allow;
+        handlers.files = StaticHandler::create(site_options, error);
+        if (!handlers.files) {
+            error = site.origin + ": " + error;
+            return nullptr;
+        }
+        // A site without its own `fastcgi` sends its scripts, resolved under its
+        // own root, to the global backend (nginx inherits fastcgi_pass alike).
+        if (site.fastcgi || global_fastcgi) {
+            const SiteFastCgi* own = site.fastcgi ? &*site.fastcgi : nullptr;
+            fastcgi::ScriptResolverOptions scripts{
+                site.root, own && !own->ext.empty() ? own->ext : options.fastcgi_ext,
+                site_options.index, site_options.dotfiles_allow};
+            handlers.scripts = fastcgi::ScriptResolver::create(scripts, error);
+            if (!handlers.scripts) {
+                error = site.origin + ": " + error;
+                return nullptr;
+            }
+            handlers.pool = pool_index(*set, backend_options(options, own, index, threads));
+        }
+        if (site.access_log && *site.access_log != options.access_log) {
+            auto log = logs.get(*site.access_log, error);
+            if (!log) {
+                error = site.origin + ": access log: " + error;
+                return nullptr;
+            }
+            handlers.access_log = log.get();
+            if (std::find(set->access_logs.begin(), set->access_logs.end(), log) ==
+                set->access_logs.end())
+                set->access_logs.push_back(std::move(log));
+        }
+        set->site_handlers.push_back(std::move(handlers));
+    }
+    return set;
+}
+
+void adopt_pools(ServingSet& next, const ServingSet* previous, Reactor& reactor,
+                 fastcgi::UpstreamGauges& gauges) {
+    next.pools.clear();
+    for (const fastcgi::UpstreamOptions& options : next.pool_options) {
+        std::shared_ptr<fastcgi::UpstreamPool> pool;
+        for (size_t i = 0; previous && i < previous->pools.size() && !pool; ++i)
+            if (same_backend(previous->pools[i]->options(), options)) pool = previous->pools[i];
+        if (!pool) pool = std::make_shared<fastcgi::UpstreamPool>(reactor, options, &gauges);
+        next.pools.push_back(std::move(pool));
+    }
+}
+
+void close_unshared_pools(ServingSet& set) {
+    // Requests hold their set, so a pool nobody else shares has no client: what
+    // is left are idle connections and abandoned responses being drained.
+    for (auto& pool : set.pools)
+        if (pool.use_count() == 1) pool->close_all();
+}
+
+} // namespace lepus

@@ -1,0 +1,90 @@
+// ServingSet: what one worker serves with — the default root's handlers and one
+// SiteHandlers per [[site]] (files, FastCGI scripts and backend pool, access
+// log, error pages) — and SiteLogs, the per-site access logs they write to.
+//
+// SIGHUP builds a new set for every worker on the main thread; the worker takes
+// it at its next request (Worker::serving) and a request in flight keeps the
+// set it started with. Backend pools belong to one reactor, so a set only names
+// its backends (pool_options) and the worker makes the pools when it takes the
+// set, on its own thread, keeping the warm pools of the previous set whose
+// settings did not change (adopt_pools).
+#pragma once
+
+#include "fastcgi/script_resolver.h"
+#include "fastcgi/upstream.h"
+#include "http/static_handler.h"
+#include "log/async_logger.h"
+#include "server/options.h"
+#include "server/site_table.h"
+
+#include <map>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace lepus {
+
+// How one site (or the default root, when there are no [[site]] blocks) is served.
+struct SiteHandlers {
+    std::unique_ptr<StaticHandler> files;
+    std::unique_ptr<fastcgi::ScriptResolver> scripts; // null: everything is static here
+    size_t pool = 0;                                  // ServingSet::pools index, with scripts
+    AsyncLogger* access_log = nullptr;                // null: the global access log
+    const SiteConfig* config = nullptr;               // null for the default root
+};
+
+struct ServingSet {
+    SiteHandlers root;
+    std::shared_ptr<const SiteTable> sites;  // null without [[site]] blocks
+    std::vector<SiteHandlers> site_handlers; // in the order of sites
+    // One entry per distinct backend (address and settings), shared by the
+    // sites that name it. `pools` is filled by adopt_pools on the worker's thread.
+    std::vector<fastcgi::UpstreamOptions> pool_options;
+    std::vector<std::shared_ptr<fastcgi::UpstreamPool>> pools;
+    // Keeps the per-site access logs this set writes to open.
+    std::vector<std::shared_ptr<AsyncLogger>> access_logs;
+
+    // The site serving `host` (the default root without [[site]] blocks).
+    SiteHandlers& for_host(std::string_view host) {
+        return sites ? site_handlers[sites->match(host)] : root;
+    }
+    fastcgi::UpstreamPool& pool_of(const SiteHandlers& site) { return *pools[site.pool]; }
+};
+
+// The per-site access logs: one AsyncLogger per distinct path, shared by every
+// reactor and every serving set that names it. Main thread only.
+class SiteLogs {
+public:
+    // The started logger for `path`, made on first use; nullptr and one line in
+    // `error` when the file cannot be opened.
+    std::shared_ptr<AsyncLogger> get(const std::string& path, std::string& error);
+    // SIGUSR1: every logger reopens its file.
+    void reopen();
+    // Stops (flushing every line) and forgets the loggers no serving set holds any more.
+    void prune();
+    // At exit, once no reactor runs: flushes and stops them all.
+    void stop();
+
+private:
+    std::map<std::string, std::shared_ptr<AsyncLogger>> loggers_;
+};
+
+// The set worker `index` of `threads` serves with. nullptr and one line in
+// `error` when a root cannot be opened or a per-site log cannot be written.
+// Takes this worker's share of every backend's pool (pool / threads, at least one).
+std::unique_ptr<ServingSet> make_serving_set(const ServerOptions& options,
+                                             const std::shared_ptr<const SiteTable>& sites,
+                                             SiteLogs& logs, unsigned index, unsigned threads,
+                                             std::string& error);
+
+// On the worker's thread: makes the pools of `next`, taking over those of
+// `previous` (may be null) whose backend and settings are the same.
+void adopt_pools(ServingSet& next, const ServingSet* previous, Reactor& reactor,
+                 fastcgi::UpstreamGauges& gauges);
+
+// On the worker's thread, before a set that no request holds any more is
+// destroyed: closes the backend connections of the pools no other set shares.
+void close_unshared_pools(ServingSet& set);
+
+} // namespace lepus
