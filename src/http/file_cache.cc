@@ -105,6 +105,7 @@ FileRef FileCache::insert(std::unique_ptr<CachedFile> owned) {
     }
     ++file->refs_; // the cache's own reference
     file->cached_ = true;
+    memory_bytes_ += file->identity.data.size() + file->gzip.data.size();
     map_.emplace(std::string_view(file->key), file);
     link_front(file);
     return FileRef(file);
@@ -114,6 +115,7 @@ void FileCache::remove(CachedFile* file) {
     map_.erase(std::string_view(file->key));
     unlink(file);
     file->cached_ = false;
+    memory_bytes_ -= file->identity.data.size() + file->gzip.data.size();
     // Give up the cache's reference; FileRefs still held keep the entry alive.
     if (--file->refs_ == 0) delete file;
 }

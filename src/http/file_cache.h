@@ -108,6 +108,8 @@ public:
     FileRef insert(std::unique_ptr<CachedFile> file);
 
     size_t size() const { return map_.size(); }
+    // Bytes of file contents the entries hold in memory.
+    size_t memory_bytes() const { return memory_bytes_; }
     uint64_t hits() const { return hits_; }
     uint64_t misses() const { return misses_; }
     uint64_t evictions() const { return evictions_; }
@@ -131,6 +133,7 @@ private:
     CachedFile* lru_head_ = nullptr; // most recently used
     CachedFile* lru_tail_ = nullptr;
     uint64_t hits_ = 0, misses_ = 0, evictions_ = 0;
+    size_t memory_bytes_ = 0;
 };
 
 } // namespace lepus

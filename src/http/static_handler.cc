@@ -221,11 +221,15 @@ int StaticHandler::load(std::string_view key, std::string_view rel_path, UniqueF
     bool has_gzip = gz_fd && fstat(gz_fd.get(), &gz_st) == 0 && S_ISREG(gz_st.st_mode);
 
     std::string_view content_type = mime_types_.lookup(entry->rel_path);
-    int error = load_file_variant(std::move(fd), st, content_type, false, has_gzip,
-                                  options_.small_file_limit, entry->identity);
+    // Past the memory budget, new entries keep only their fds (sendfile).
+    uint64_t wanted = uint64_t(st.st_size) + (has_gzip ? uint64_t(gz_st.st_size) : 0);
+    size_t in_memory_limit =
+        cache_.memory_bytes() + wanted <= options_.memory_budget ? options_.small_file_limit : 0;
+    int error = load_file_variant(std::move(fd), st, content_type, false, has_gzip, in_memory_limit,
+                                  entry->identity);
     if (error == 0 && has_gzip)
         error = load_file_variant(std::move(gz_fd), gz_st, content_type, true, true,
-                                  options_.small_file_limit, entry->gzip);
+                                  in_memory_limit, entry->gzip);
     if (error != 0) return status_for_errno(error, "read");
     entry->checked_ms = now_ms;
     file = cache_.insert(std::move(entry));

@@ -83,6 +83,7 @@ protected:
         mkfifo((root_ + "/fifo").c_str(), 0644);
         set_mtime("hello.txt", kMtime);
         options_.root = root_;
+        options_.small_file_limit = 16 * 1024; // big.bin (64 KiB) goes by sendfile
     }
     void TearDown() override { std::filesystem::remove_all(base_); }
 
@@ -163,6 +164,24 @@ TEST_F(StaticHandlerTest, BigFileGoesBySendfile) {
     EXPECT_EQ(r.file_length, 65536u);
     EXPECT_EQ(r.body_bytes(), 65536u);
     EXPECT_EQ(payload(r), big_);
+}
+
+TEST_F(StaticHandlerTest, FilesUnderTheLimitComeFromMemoryUntilTheBudgetIsSpent) {
+    options_.small_file_limit = 128 * 1024;
+    options_.memory_budget = 100 * 1024;
+    write("second.bin", big_);
+    const Response& first = get("/big.bin");
+    EXPECT_EQ(first.status, 200);
+    EXPECT_EQ(first.file_fd, -1) << "64 KiB < 128 KiB: from memory, one writev";
+    EXPECT_EQ(first.body, big_);
+    // 64 KiB more would pass the 100 KiB budget: this one keeps only its fd.
+    const Response& second = get("/second.bin");
+    EXPECT_EQ(second.status, 200);
+    EXPECT_TRUE(second.body.empty());
+    EXPECT_GE(second.file_fd, 0);
+    EXPECT_EQ(payload(second), big_);
+    // The first is still served from memory.
+    EXPECT_EQ(get("/big.bin").body, big_);
 }
 
 TEST_F(StaticHandlerTest, EmptyFile) {
