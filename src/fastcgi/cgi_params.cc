@@ -1,26 +1,14 @@
 // CGI meta-variables for FastCGI. See cgi_params.h; RFC 3875 and nginx's fastcgi.conf.
 #include "fastcgi/cgi_params.h"
 
+#include "base/ascii.h"
+
 #include <arpa/inet.h>
 #include <charconv>
 
 namespace lepus::fastcgi {
 
 namespace {
-
-char ascii_lower(char c) {
-    return c >= 'A' && c <= 'Z' ? static_cast<char>(c + 32) : c;
-}
-char ascii_upper(char c) {
-    return c >= 'a' && c <= 'z' ? static_cast<char>(c - 32) : c;
-}
-
-bool equals_ignore_case(std::string_view a, std::string_view b) {
-    if (a.size() != b.size()) return false;
-    for (size_t i = 0; i < a.size(); ++i)
-        if (ascii_lower(a[i]) != ascii_lower(b[i])) return false;
-    return true;
-}
 
 // Only letters, digits and '-' map cleanly to HTTP_*: "X_Foo" and "X-Foo" would
 // both become HTTP_X_FOO, letting a client spoof a header a proxy set (nginx drops
@@ -38,8 +26,8 @@ bool maps_cleanly(std::string_view name) {
 bool skipped_header(std::string_view name) {
     // httpoxy (CVE-2016-5385): HTTP_PROXY would be taken for the proxy variable.
     // RFC 3875 §4.1.18: headers already given as CONTENT_TYPE/CONTENT_LENGTH may go.
-    return equals_ignore_case(name, "proxy") || equals_ignore_case(name, "content-type") ||
-           equals_ignore_case(name, "content-length") || !maps_cleanly(name);
+    return ascii_iequals(name, "proxy") || ascii_iequals(name, "content-type") ||
+           ascii_iequals(name, "content-length") || !maps_cleanly(name);
 }
 
 // A host address as text into `buffer` (empty for an unset address). IPv4 by
@@ -81,10 +69,10 @@ std::string_view host_without_port(std::string_view host) {
 // with "; " as RFC 6265 §5.4 writes them).
 void append_header_param(ParamsWriter& writer, std::span<const Header> headers, size_t index) {
     const Header& first = headers[index];
-    std::string_view separator = equals_ignore_case(first.name, "cookie") ? "; " : ", ";
+    std::string_view separator = ascii_iequals(first.name, "cookie") ? "; " : ", ";
     size_t value_length = first.value.size();
     for (size_t k = index + 1; k < headers.size(); ++k)
-        if (equals_ignore_case(headers[k].name, first.name))
+        if (ascii_iequals(headers[k].name, first.name))
             value_length += separator.size() + headers[k].value.size();
     writer.add_lengths(5 + first.name.size(), value_length);
     std::string& out = writer.buffer();
@@ -95,7 +83,7 @@ void append_header_param(ParamsWriter& writer, std::span<const Header> headers, 
         out[i] = out[i] == '-' ? '_' : ascii_upper(out[i]);
     out.append(first.value);
     for (size_t k = index + 1; k < headers.size(); ++k) {
-        if (!equals_ignore_case(headers[k].name, first.name)) continue;
+        if (!ascii_iequals(headers[k].name, first.name)) continue;
         out.append(separator);
         out.append(headers[k].value);
     }
@@ -106,7 +94,7 @@ void append_headers(ParamsWriter& writer, std::span<const Header> headers) {
         if (skipped_header(headers[i].name)) continue;
         bool repeated = false;
         for (size_t j = 0; j < i && !repeated; ++j)
-            repeated = equals_ignore_case(headers[j].name, headers[i].name);
+            repeated = ascii_iequals(headers[j].name, headers[i].name);
         if (!repeated) append_header_param(writer, headers, i);
     }
 }

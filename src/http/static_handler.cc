@@ -1,5 +1,6 @@
 #include "http/static_handler.h"
 
+#include "base/ascii.h"
 #include "http/autoindex.h"
 #include "http/http_date.h"
 #include "http/mime_types.h"
@@ -35,17 +36,6 @@ std::string_view trim(std::string_view text) {
     return text;
 }
 
-bool iequals(std::string_view a, std::string_view b) {
-    if (a.size() != b.size()) return false;
-    for (size_t i = 0; i < a.size(); ++i) {
-        char x = a[i], y = b[i];
-        if (x >= 'A' && x <= 'Z') x = char(x - 'A' + 'a');
-        if (y >= 'A' && y <= 'Z') y = char(y - 'A' + 'a');
-        if (x != y) return false;
-    }
-    return true;
-}
-
 // RFC 9110 §12.4.2: qvalue = ( "0" [ "." 0*3DIGIT ] ) / ( "1" [ "." 0*3("0") ] ).
 bool is_zero_qvalue(std::string_view q) {
     if (q.empty() || q[0] != '0') return false;
@@ -72,7 +62,7 @@ bool accepts_gzip(std::string_view accept_encoding) {
         accept_encoding.remove_prefix(comma == std::string_view::npos ? accept_encoding.size()
                                                                       : comma + 1);
         size_t semicolon = element.find(';');
-        if (!iequals(trim(element.substr(0, semicolon)), "gzip")) continue;
+        if (!ascii_iequals(trim(element.substr(0, semicolon)), "gzip")) continue;
         while (semicolon != std::string_view::npos) {
             element.remove_prefix(semicolon + 1);
             semicolon = element.find(';');

@@ -1,20 +1,15 @@
 #include "server/error_page.h"
 
+#include "base/ascii.h"
+
 #include <string>
 
 namespace lepus {
 namespace {
 
-bool iequals(std::string_view a, std::string_view b) {
-    if (a.size() != b.size()) return false;
-    for (size_t i = 0; i < a.size(); ++i)
-        if ((a[i] | 0x20) != (b[i] | 0x20)) return false;
-    return true;
-}
-
 bool is_one_of(std::string_view name, std::initializer_list<std::string_view> names) {
     for (std::string_view candidate : names)
-        if (iequals(name, candidate)) return true;
+        if (ascii_iequals(name, candidate)) return true;
     return false;
 }
 

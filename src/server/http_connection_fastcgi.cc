@@ -21,6 +21,7 @@
 // after it, the client connection is closed so that a torn response never
 // looks complete. A client that leaves mid-request releases its backend
 // connection, which drains the rest of the response and returns to the pool.
+#include "base/ascii.h"
 #include "fastcgi/cgi_params.h"
 #include "log/error_log.h"
 #include "server/http_connection.h"
@@ -32,19 +33,12 @@
 namespace lepus {
 namespace {
 
-bool iequals(std::string_view a, std::string_view b) {
-    if (a.size() != b.size()) return false;
-    for (size_t i = 0; i < a.size(); ++i)
-        if ((a[i] | 0x20) != (b[i] | 0x20)) return false;
-    return true;
-}
-
 // Headers lepus writes itself or that describe php-fpm's connection, not ours
 // (RFC 9110 §7.6.1: hop-by-hop fields are not forwarded).
 bool is_own_header(std::string_view name) {
     for (std::string_view own : {"Connection", "Keep-Alive", "Transfer-Encoding", "TE", "Trailer",
                                  "Upgrade", "Proxy-Connection", "Content-Length", "Date", "Server"})
-        if (iequals(name, own)) return true;
+        if (ascii_iequals(name, own)) return true;
     return false;
 }
 
