@@ -7,6 +7,7 @@
 #include "net/reactor.h"
 #include "net/socket.h"
 #include "server/http_connection.h"
+#include "server/sd_notify.h"
 #include "server/site_table.h"
 #include "server/worker.h"
 
@@ -143,6 +144,11 @@ void reload(int argc, char** argv, const ServerOptions& current, std::vector<Wor
         log_error("SIGHUP: the configuration is invalid (see stderr); keeping the running one");
         return;
     }
+    notify_service_manager("RELOADING=1");
+    // READY=1 again however the reload ends: lepus keeps serving either way.
+    struct ReadyAgain {
+        ~ReadyAgain() { notify_service_manager("READY=1"); }
+    } ready_again;
     ListenChange listen;
     std::string error;
     if (!listening.acceptor) {
@@ -403,6 +409,7 @@ int run_server(const ServerOptions& options, int argc, char** argv) {
     log_info("lepus started: %u reactor threads, %s accept, %s, max %lld connections", threads,
              reuse_port ? "reuseport" : "acceptor-thread", io_backend_name(io),
              static_cast<long long>(max_connections));
+    notify_service_manager("READY=1");
     if (!options.fastcgi.empty())
         log_info("FastCGI: %s for %zu extension(s), %u connections in all, queue %u per reactor",
                  options.fastcgi.c_str(), options.fastcgi_ext.size(),
@@ -433,6 +440,7 @@ int run_server(const ServerOptions& options, int argc, char** argv) {
                 log_info("signal %d: stopping (grace period %llu ms)", signal_number,
                          static_cast<unsigned long long>(options.shutdown_timeout_ms));
                 stopping = true;
+                notify_service_manager("STOPPING=1");
                 if (acceptor) acceptor->request_stop();
                 for (auto& reactor : reactors)
                     reactor->request_stop();

@@ -1,0 +1,77 @@
+"""systemd Type=notify: lepus sends READY=1 once it serves, RELOADING=1 and
+READY=1 around a SIGHUP reload, STOPPING=1 on SIGTERM, to $NOTIFY_SOCKET (a
+unix datagram socket the test holds, as systemd does); nothing without it."""
+import os
+import signal
+import socket
+import tempfile
+import unittest
+
+from harness import BINARY, Lepus, read_response
+
+
+@unittest.skipUnless(BINARY, "LEPUS_BINARY is not set")
+class NotifySocket(unittest.TestCase):
+    def setUp(self):
+        self.dir = tempfile.mkdtemp(prefix="lepus-notify-")
+        self.path = os.path.join(self.dir, "notify")
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        self.sock.bind(self.path)
+        self.sock.settimeout(10)
+        self.saved = os.environ.get("NOTIFY_SOCKET")
+
+    def tearDown(self):
+        self.sock.close()
+        if self.saved is None:
+            os.environ.pop("NOTIFY_SOCKET", None)
+        else:
+            os.environ["NOTIFY_SOCKET"] = self.saved
+
+    def message(self):
+        return self.sock.recv(4096).decode()
+
+    def start(self, socket_name):
+        os.environ["NOTIFY_SOCKET"] = socket_name
+        server = Lepus()
+        os.environ.pop("NOTIFY_SOCKET")
+        server.write("index.html", "ok\n")
+        return server
+
+    def test_ready_reloading_stopping(self):
+        server = self.start(self.path)
+        try:
+            self.assertEqual(self.message(), "READY=1")
+            # READY=1 comes after the listener is bound: a request succeeds now.
+            with socket.create_connection(("127.0.0.1", server.port), timeout=5) as s:
+                s.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+                self.assertEqual(read_response(s).status, 200)
+            os.kill(server.proc.pid, signal.SIGHUP)
+            self.assertEqual(self.message(), "RELOADING=1")
+            self.assertEqual(self.message(), "READY=1")
+        finally:
+            server.stop(self)
+        self.assertEqual(self.message(), "STOPPING=1")
+
+    def test_abstract_socket_name(self):
+        self.sock.close()
+        name = "lepus-notify-%d" % os.getpid()
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        self.sock.bind("\0" + name)
+        self.sock.settimeout(10)
+        server = self.start("@" + name)
+        try:
+            self.assertEqual(self.message(), "READY=1")
+        finally:
+            server.stop(self)
+
+    def test_nothing_without_notify_socket(self):
+        os.environ.pop("NOTIFY_SOCKET", None)
+        server = Lepus()
+        server.stop(self)
+        self.sock.settimeout(0.5)
+        with self.assertRaises(socket.timeout):
+            self.sock.recv(4096)
+
+
+if __name__ == "__main__":
+    unittest.main()
