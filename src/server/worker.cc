@@ -28,10 +28,6 @@ void Worker::release_state(std::unique_ptr<RequestState> state) {
     if (free_states_.size() < kMaxPooledStates) free_states_.push_back(std::move(state));
 }
 
-} // namespace lepus
-
-namespace lepus {
-
 Worker::~Worker() {
     // The reactor is gone (or its loop has ended): nothing can fire any more,
     // and the pools only give their fds back.
