@@ -23,6 +23,24 @@ protected:
         return path;
     }
 
+    // The outputs of expand_config_argument for one command line.
+    struct Expansion {
+        bool ok = false, check = false;
+        std::string config_path;
+        std::vector<std::string> arguments, errors;
+        std::vector<SiteConfig> sites;
+        std::map<std::string, std::string> origins;
+    };
+    static Expansion expand(std::vector<std::string> args) {
+        std::vector<char*> argv;
+        for (auto& a : args)
+            argv.push_back(a.data());
+        Expansion e;
+        e.ok = expand_config_argument(int(argv.size()), argv.data(), e.arguments, e.sites,
+                                      e.origins, e.check, e.config_path, e.errors);
+        return e;
+    }
+
     std::string dir_;
 };
 
@@ -138,42 +156,24 @@ error_page.200 = "/ok.html"
 TEST_F(ConfigFileTest, ExpandPutsTheCommandLineFirstAndDropsWhatItSets) {
     std::string path = write("listen = [\"127.0.0.1:1\"]\nthreads = 4\nindex = [\"a\", \"b\"]\n"
                              "autoindex = true\n");
-    std::vector<std::string> args = {"lepus", "--config", path,          "--threads",  "2",
-                                     "/srv",  "--listen", "127.0.0.1:2", "--autoindex"};
-    std::vector<char*> argv;
-    for (auto& a : args)
-        argv.push_back(a.data());
-    std::vector<std::string> expanded, errors;
-    std::vector<SiteConfig> sites;
-    std::map<std::string, std::string> origins;
-    bool check = true;
-    std::string config_path;
-    ASSERT_TRUE(expand_config_argument(int(argv.size()), argv.data(), expanded, sites, origins,
-                                       check, config_path, errors));
-    EXPECT_FALSE(check);
-    EXPECT_EQ(config_path, path);
+    Expansion e = expand({"lepus", "--config", path, "--threads", "2", "/srv", "--listen",
+                          "127.0.0.1:2", "--autoindex"});
+    ASSERT_TRUE(e.ok);
+    EXPECT_FALSE(e.check);
+    EXPECT_EQ(e.config_path, path);
     // The command line as given, then only what it does not set: the file's
     // listen, threads and autoindex are dropped, its index list is kept after
     // the positional root (which it therefore cannot swallow).
     std::vector<std::string> expected = {
         "lepus",       "--threads", "2", "/srv",    "--listen", "127.0.0.1:2",
         "--autoindex", "--index",   "a", "--index", "b"};
-    EXPECT_EQ(expanded, expected);
+    EXPECT_EQ(e.arguments, expected);
 }
 
 TEST_F(ConfigFileTest, CheckFlagNeedsAConfig) {
-    std::vector<std::string> args = {"lepus", "-t"};
-    std::vector<char*> argv;
-    for (auto& a : args)
-        argv.push_back(a.data());
-    std::vector<std::string> expanded, errors;
-    std::vector<SiteConfig> sites;
-    std::map<std::string, std::string> origins;
-    bool check = false;
-    std::string config_path;
-    EXPECT_FALSE(expand_config_argument(2, argv.data(), expanded, sites, origins, check,
-                                        config_path, errors));
-    EXPECT_TRUE(check);
+    Expansion e = expand({"lepus", "-t"});
+    EXPECT_FALSE(e.ok);
+    EXPECT_TRUE(e.check);
 }
 
 } // namespace
