@@ -69,6 +69,9 @@ public:
         if (size_t(fd) >= armed_.size() || !armed_[fd].watched || armed_[fd].cookie != cookie)
             return;
         armed_[fd].watched = false;
+        // A poll that already ended (with an error) has nothing to cancel, and
+        // a cancel of it would miss, and be sent again, for ever.
+        if (!armed_[fd].in_kernel) return;
         cancelling_.push_back(key(fd));
         cancel(key(fd));
     }
@@ -105,12 +108,14 @@ private:
         uint32_t events = 0;
         uint32_t generation = 0;
         bool watched = false;
+        bool in_kernel = false; // armed, and its last completion not seen yet
     };
     uint64_t key(int fd) const { return uint64_t(armed_[fd].generation) << 32 | uint32_t(fd); }
 
     void arm(int fd) {
         io_uring_sqe* sqe = ring_.next_sqe();
         io_uring_prep_poll_multishot(sqe, fd, armed_[fd].events);
+        armed_[fd].in_kernel = true;
         io_uring_sqe_set_data64(sqe, key(fd));
     }
 
@@ -153,7 +158,12 @@ private:
             // (when the completion queue overflowed): arm it again. Ended with an
             // error, it is not re-armed (that could spin): the owner hears
             // EPOLLERR and closes.
-            if (ended && cqe->res > 0) arm(int(fd));
+            if (ended) {
+                if (cqe->res > 0)
+                    arm(int(fd));
+                else
+                    armed_[fd].in_kernel = false;
+            }
             uint32_t events = cqe->res > 0 ? uint32_t(cqe->res) : uint32_t(EPOLLERR | EPOLLHUP);
             out[n++] = {armed_[fd].cookie, events};
         }
