@@ -29,8 +29,8 @@ Acceptor::Acceptor(std::vector<UniqueFd> listeners, std::span<Reactor* const> re
                    std::span<ReactorLoad> loads, std::atomic<int64_t>& live_total,
                    const AcceptorOptions& options)
     : listeners_(std::move(listeners)), reactors_(reactors.begin(), reactors.end()),
-      woken_(reactors_.size(), false), balancer_(loads), live_total_(live_total),
-      options_(options) {}
+      woken_(reactors_.size(), false), balancer_(loads),
+      admission_(live_total, options.max_connections), options_(options) {}
 
 bool Acceptor::init(std::string& error) {
     wake_fd_.reset(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
@@ -127,15 +127,6 @@ void Acceptor::shed_one(int listener, int error) {
     }
 }
 
-void Acceptor::refuse_over_limit(int fd) {
-    static constexpr char kBusy[] =
-        "HTTP/1.1 503 Service Unavailable\r\nServer: lepus\r\n"
-        "Content-Length: 0\r\nRetry-After: 1\r\nConnection: close\r\n\r\n";
-    [[maybe_unused]] ssize_t n = send(fd, kBusy, sizeof kBusy - 1, MSG_NOSIGNAL | MSG_DONTWAIT);
-    ::close(fd);
-    refused_.fetch_add(1, std::memory_order_relaxed);
-}
-
 bool Acceptor::dispatch(const AcceptedSocket& socket) {
     size_t first = balancer_.pick(monotonic_ms());
     // A full ring means that reactor is far behind: try the others in turn.
@@ -152,19 +143,8 @@ bool Acceptor::dispatch(const AcceptedSocket& socket) {
 }
 
 void Acceptor::take_connection(AcceptedSocket& socket) {
-    accepted_.fetch_add(1, std::memory_order_relaxed);
-    if (options_.max_connections > 0 &&
-        live_total_.load(std::memory_order_relaxed) >= options_.max_connections) {
-        refuse_over_limit(socket.fd);
-        return;
-    }
-    int one = 1;
-    setsockopt(socket.fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-    live_total_.fetch_add(1, std::memory_order_relaxed);
-    if (!dispatch(socket)) {
-        live_total_.fetch_sub(1, std::memory_order_relaxed);
-        refuse_over_limit(socket.fd);
-    }
+    if (!admission_.admit(socket)) return;
+    if (!dispatch(socket)) admission_.refuse_admitted(socket.fd);
 }
 
 bool Acceptor::is_listener(int fd) const {
@@ -184,11 +164,7 @@ void Acceptor::wake_reactors() {
 void Acceptor::accept_ready(int listener) {
     for (;;) {
         AcceptedSocket socket;
-        socket.peer.length = sizeof socket.peer.storage;
-        socket.fd = accept4(listener, &socket.peer.storage.any, &socket.peer.length,
-                            SOCK_NONBLOCK | SOCK_CLOEXEC);
-        if (socket.fd < 0) {
-            if (errno == EINTR || errno == ECONNABORTED) continue;
+        if (!accept_one(listener, socket)) {
             if (errno == EMFILE || errno == ENFILE) {
                 shed_one(listener, errno);
                 pause_listeners();

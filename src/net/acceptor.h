@@ -14,6 +14,7 @@
 #pragma once
 
 #include "base/unique_fd.h"
+#include "net/admission.h"
 #include "net/balancer.h"
 #include "net/poller.h"
 #include "net/reactor.h"
@@ -48,8 +49,8 @@ public:
     // are in `removed` (the fds given at construction or in an earlier call).
     void change_listeners(std::vector<UniqueFd> added, std::vector<int> removed);
 
-    uint64_t accepted() const { return accepted_.load(std::memory_order_relaxed); }
-    uint64_t refused() const { return refused_.load(std::memory_order_relaxed); }
+    uint64_t accepted() const { return admission_.accepted(); }
+    uint64_t refused() const { return admission_.refused(); }
 
 private:
     struct ListenerChange {
@@ -74,13 +75,12 @@ private:
     bool dispatch(const AcceptedSocket& socket);
     void pause_listeners();
     void resume_listeners();
-    void refuse_over_limit(int fd);
 
     std::vector<UniqueFd> listeners_;
     std::vector<Reactor*> reactors_;
     std::vector<bool> woken_; // reactors handed a socket since the last wake_reactors()
     Balancer balancer_;
-    std::atomic<int64_t>& live_total_;
+    Admission admission_;
     AcceptorOptions options_;
     UniqueFd epoll_fd_, wake_fd_, pause_timer_fd_, reserve_fd_;
     std::atomic<bool> stop_requested_{false};
@@ -89,7 +89,6 @@ private:
     bool paused_ = false;
     uint64_t last_emfile_log_ms_ = 0;
     uint64_t emfile_since_log_ = 0;
-    std::atomic<uint64_t> accepted_{0}, refused_{0};
 };
 
 } // namespace lepus

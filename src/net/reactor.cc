@@ -113,8 +113,8 @@ EventHandler* Reactor::lookup(uint64_t key) const {
 }
 
 void Reactor::update_clock() {
-    now_ms_ = monotonic_ms();
-    now_s_ = wall_seconds();
+    clock_.now_ms = monotonic_ms();
+    clock_.now_s = wall_seconds();
 }
 
 void Reactor::drain_inbox() {
@@ -149,7 +149,7 @@ void Reactor::dispatch(const ReadyEvent& event) {
         uint64_t expirations;
         [[maybe_unused]] ssize_t n = read(timer_fd_.get(), &expirations, sizeof expirations);
         armed_expiry_ = 0;
-        timers_.expire(now_ms_);
+        timers_.expire(clock_.now_ms);
         return;
     }
     if (EventHandler* handler = lookup(event.cookie)) handler->on_events(event.events);
@@ -162,7 +162,7 @@ void Reactor::arm_timerfd() {
     itimerspec spec{};
     if (wanted) {
         // An expiry already due still needs a non-zero value: zero disarms.
-        uint64_t at = std::max(wanted, now_ms_ + 1);
+        uint64_t at = std::max(wanted, clock_.now_ms + 1);
         spec.it_value.tv_sec = time_t(at / 1000);
         spec.it_value.tv_nsec = long(at % 1000) * 1000000;
     }
@@ -172,7 +172,7 @@ void Reactor::arm_timerfd() {
 
 void Reactor::start_draining() {
     draining_ = true;
-    drain_deadline_ms_ = now_ms_ + options_.shutdown_timeout_ms;
+    drain_deadline_ms_ = clock_.now_ms + options_.shutdown_timeout_ms;
     for (size_t fd = 0; fd < slots_.size(); ++fd)
         if (slots_[fd].handler && slots_[fd].is_connection) slots_[fd].handler->on_shutdown();
 }
@@ -192,7 +192,7 @@ void Reactor::run() {
         if (stop_requested_.load(std::memory_order_relaxed) && !draining_) start_draining();
         if (draining_) {
             if (live_ == 0) break;
-            if (now_ms_ >= drain_deadline_ms_) {
+            if (clock_.now_ms >= drain_deadline_ms_) {
                 for (size_t fd = 0; fd < slots_.size(); ++fd)
                     if (slots_[fd].handler && slots_[fd].is_connection)
                         slots_[fd].handler->on_force_close();
@@ -206,7 +206,7 @@ void Reactor::run() {
         if (!deferred_.empty()) {
             timeout = 0;
         } else {
-            if (draining_) timeout = int(drain_deadline_ms_ - now_ms_) + 1;
+            if (draining_) timeout = int(drain_deadline_ms_ - clock_.now_ms) + 1;
             sleeping_.store(true, std::memory_order_relaxed);
             std::atomic_thread_fence(std::memory_order_seq_cst);
             if (!inbox_.empty_approx() ||

@@ -15,6 +15,7 @@
 
 #include "base/unique_fd.h"
 #include "net/balancer.h"
+#include "net/loop_clock.h"
 #include "net/poller.h"
 #include "net/socket.h"
 #include "net/spsc_ring.h"
@@ -96,12 +97,16 @@ public:
     // dropped. With epoll the kernel takes a closed fd out of the set by itself
     // (lepus never dups them), so no epoll_ctl(DEL) is spent unless `keep_open`.
     void remove(int fd, bool keep_open = false);
+    // A connection this reactor accepted itself (--accept reuseport): handed to
+    // the accept callback as if it had come through the ring.
+    void accept_local(const AcceptedSocket& socket) { on_accept_(*this, socket, accept_context_); }
     // Runs the handler again (kResumeEvent) after this round of events, so a
     // busy connection yields to the others instead of monopolising the loop.
     void defer(int fd);
     TimerWheel& timers() { return timers_; }
-    uint64_t now_ms() const { return now_ms_; }
-    time_t now_s() const { return now_s_; }
+    uint64_t now_ms() const { return clock_.now_ms; }
+    time_t now_s() const { return clock_.now_s; }
+    const LoopClock& clock() const { return clock_; }
     ReactorLoad& load() { return load_; }
     size_t index() const { return options_.index; }
     bool stopping() const { return draining_; }
@@ -139,8 +144,7 @@ private:
     std::vector<uint64_t> deferred_, deferred_running_;
     TimerWheel timers_;
     uint64_t armed_expiry_ = 0; // 0: timerfd disarmed
-    uint64_t now_ms_ = 0;
-    time_t now_s_ = 0;
+    LoopClock clock_;
 
     alignas(64) std::atomic<bool> sleeping_{false};
     std::atomic<bool> stop_requested_{false};

@@ -1,47 +1,49 @@
 #include "server/worker.h"
 
+#include "server/client_connection.h"
+
 namespace lepus {
 namespace {
-// Enough for every connection that is mid-request at once on a busy reactor;
-// beyond it states are freed rather than hoarded.
-constexpr size_t kMaxPooledStates = 1024;
+
+Http1Options http1_options(const ServerOptions& options) {
+    Http1Options http1;
+    http1.keepalive_timeout_ms = options.keepalive_timeout_ms;
+    http1.header_timeout_ms = options.header_timeout_ms;
+    http1.body_timeout_ms = options.body_timeout_ms;
+    http1.send_timeout_ms = options.send_timeout_ms;
+    http1.max_body_size = options.max_body_size;
+    http1.keepalive_requests = options.keepalive_requests;
+    return http1;
+}
+
 } // namespace
 
-std::unique_ptr<RequestState> Worker::acquire_state() {
-    if (free_states_.empty()) return std::make_unique<RequestState>();
-    auto state = std::move(free_states_.back());
-    free_states_.pop_back();
-    return state;
-}
-
-void Worker::release_state(std::unique_ptr<RequestState> state) {
-    state->parser.reset();
-    state->response.reset();
-    state->error_page.reset();
-    state->site = nullptr;
-    state->input_begin = state->input_end = 0;
-    // A large POST or response must not stay pinned in the pool.
-    if (state->fastcgi_body.capacity() > 64 * 1024) std::string().swap(state->fastcgi_body);
-    if (state->proxy_out.capacity() > 128 * 1024) std::string().swap(state->proxy_out);
-    state->proxy_out.clear();
-    state->proxy_sent = 0;
-    if (free_states_.size() < kMaxPooledStates) free_states_.push_back(std::move(state));
-}
+Worker::Worker(const WorkerShared& shared, const ReactorOptions& reactor_options, ReactorLoad& load,
+               std::atomic<int64_t>& live_total)
+    : shared_(shared),
+      reactor_(reactor_options, load, live_total, &Worker::accept_connection, this),
+      http1_options_(http1_options(shared.options)), states_(http1_options_),
+      router_(*this), http1_{router_, states_, reactor_.clock(), http1_options_, &stats_.phases},
+      retire_timer_(this, &Worker::on_retire_timer) {}
 
 Worker::~Worker() {
-    // The reactor is gone (or its loop has ended): nothing can fire any more,
-    // and the pools only give their fds back.
+    // The reactor's loop has ended: nothing can fire any more, and the pools
+    // only give their fds back.
     exiting_ = true;
     serving_.reset();
     retired_.clear();
     delete pending_.exchange(nullptr);
 }
 
+void Worker::accept_connection(Reactor&, const AcceptedSocket& socket, void* worker) {
+    ClientConnection::open(*static_cast<Worker*>(worker), socket);
+}
+
 void Worker::take_pending() {
     ServingSet* next = pending_.exchange(nullptr, std::memory_order_acquire);
     if (!next) return;
     // Pools are made here, on the reactor thread that runs them.
-    adopt_pools(*next, serving_.get(), *reactor, fastcgi_gauges_);
+    adopt_pools(*next, serving_.get(), reactor_, fastcgi_gauges_);
     serving_ = std::shared_ptr<ServingSet>(next, [this](ServingSet* set) { retire(set); });
 }
 
@@ -52,7 +54,7 @@ void Worker::retire(ServingSet* set) {
     }
     retired_.emplace_back(set);
     // Due now: fires at the reactor's next expire(), outside any handler.
-    if (!retire_timer_.scheduled()) reactor->timers().schedule(retire_timer_, reactor->now_ms());
+    if (!retire_timer_.scheduled()) reactor_.timers().schedule(retire_timer_, reactor_.now_ms());
 }
 
 void Worker::on_retire_timer(TimerEntry& entry) {

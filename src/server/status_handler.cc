@@ -1,10 +1,7 @@
-// The parts of HttpConnection that depend on the configuration: virtual-host
-// redirects and header rules, and the status page.
-#include "base/clock.h"
-#include "http/path.h"
-#include "server/error_page.h"
-#include "server/http_connection.h"
+#include "server/status_handler.h"
+
 #include "server/status_page.h"
+#include "server/worker.h"
 
 #include <arpa/inet.h>
 #include <cstring>
@@ -43,68 +40,30 @@ bool in_network(const SocketAddress& address, const std::string& cidr) {
     return true;
 }
 
-} // namespace
-
-bool HttpConnection::serve_redirect(const Request& request, const SiteConfig& site,
-                                    Response& response) {
-    if (site.redirects.empty()) return false;
-    std::string path;
-    if (decode_path(request.path, path) != 0) return false; // the static handler answers 400
-    const Redirect* redirect = find_redirect(site, path);
-    if (!redirect) return false;
-    std::string location = "Location: " + redirect->to + "\r\n";
-    ReplyContext context{reactor_.now_s(), keep_alive_, request.is_head(), request.version_minor};
-    build_error_response(redirect->status, context, response, location);
-    return true;
-}
-
-void HttpConnection::add_site_headers(const SiteConfig& site, Response& response) {
-    if (site.headers.empty() || response.head.size() < 4) return;
-    std::string extra;
-    append_rule_headers(site, state_->parser.request().path, extra);
-    // Before the empty line that ends the head.
-    response.head.insert(response.head.size() - 2, extra);
-}
-
-void HttpConnection::apply_site_error_page(const Request& request, Response& response) {
-    const SiteHandlers* site = state_->site;
-    if (!site || !site->config || response.status < 400) return;
-    const std::map<int, std::string>& pages = site->config->error_pages;
-    auto page = pages.find(response.status);
-    if (page == pages.end()) return;
-    // A page that cannot be served leaves the built-in one (logged by the handler if it is a 500).
-    apply_error_page(*site->files, request, page->second, reactor_.now_s(), reactor_.now_ms(),
-                     response, state_->error_page);
-}
-
-bool HttpConnection::status_allowed() const {
-    for (const std::string& network : worker_.options().status_allow)
-        if (in_network(peer_, network)) return true;
+bool status_allowed(const Worker& worker, const SocketAddress& peer) {
+    for (const std::string& network : worker.options().status_allow)
+        if (in_network(peer, network)) return true;
     return false;
 }
 
-void HttpConnection::serve_status(const Request& request, Response& response) {
-    ReplyContext context{reactor_.now_s(), keep_alive_, request.is_head(), request.version_minor};
-    if (!status_allowed()) return build_error_response(403, context, response);
-    if (request.method != Method::Get && request.method != Method::Head)
-        return build_error_response(405, context, response, "Allow: GET, HEAD\r\n");
-
+// Every worker's counters, summed where the page shows totals.
+StatusSnapshot take_snapshot(Worker& worker, const ServingSet& serving, uint64_t now_ms) {
     StatusSnapshot status;
     status.version = LEPUS_VERSION;
-    status.uptime_seconds = double(reactor_.now_ms() - worker_.started_ms) / 1000.0;
+    status.uptime_seconds = double(now_ms - worker.shared().started_ms) / 1000.0;
     std::array<uint64_t, 600> codes{};
-    for (Worker* worker : *worker_.all_workers) {
-        WorkerStats& stats = worker->stats();
+    for (Worker* each : worker.shared().workers) {
+        WorkerStats& stats = each->stats();
         StatusSnapshot::Reactor r;
-        r.active = worker->reactor->load().live_connections.load(std::memory_order_relaxed);
-        r.reading = stats.reading.load(std::memory_order_relaxed);
-        r.writing = stats.writing.load(std::memory_order_relaxed);
+        r.active = each->reactor().load().live_connections.load(std::memory_order_relaxed);
+        r.reading = stats.phases.reading.load(std::memory_order_relaxed);
+        r.writing = stats.phases.writing.load(std::memory_order_relaxed);
         r.idle = r.active > r.reading + r.writing ? r.active - r.reading - r.writing : 0;
         r.requests = stats.requests.load(std::memory_order_relaxed);
         r.bytes_sent = stats.bytes_sent.load(std::memory_order_relaxed);
         r.cache_hits = stats.cache_hits.load(std::memory_order_relaxed);
         r.cache_misses = stats.cache_misses.load(std::memory_order_relaxed);
-        fastcgi::UpstreamGauges& gauges = worker->fastcgi_gauges();
+        fastcgi::UpstreamGauges& gauges = each->fastcgi_gauges();
         r.fastcgi_busy = gauges.busy.load(std::memory_order_relaxed);
         r.fastcgi_idle = gauges.idle.load(std::memory_order_relaxed);
         r.fastcgi_queued = gauges.queued.load(std::memory_order_relaxed);
@@ -117,10 +76,26 @@ void HttpConnection::serve_status(const Request& request, Response& response) {
     status.fastcgi_502 = codes[502];
     status.fastcgi_503 = codes[503];
     status.fastcgi_504 = codes[504];
-    status.log_lines_dropped = worker_.access_log().dropped_lines();
-    for (const auto& log : serving_->access_logs) // the per-site logs
+    status.log_lines_dropped = worker.access_log().dropped_lines();
+    for (const auto& log : serving.access_logs) // the per-site logs
         status.log_lines_dropped += log->dropped_lines();
+    return status;
+}
 
+} // namespace
+
+void serve_status(Worker& worker, Exchange& exchange) {
+    const Request& request = *exchange.request;
+    Response& response = exchange.response;
+    ReplyContext context{exchange.now_s, exchange.keep_alive, request.is_head(),
+                         request.version_minor};
+    if (!status_allowed(worker, exchange.connection->peer))
+        return build_error_response(403, context, response);
+    if (request.method != Method::Get && request.method != Method::Head)
+        return build_error_response(405, context, response, "Allow: GET, HEAD\r\n");
+
+    const auto& serving = *static_cast<const ServingSet*>(exchange.hold.get());
+    StatusSnapshot status = take_snapshot(worker, serving, exchange.now_ms);
     bool prometheus = request.query.find("format=prometheus") != std::string_view::npos;
     std::string& body = response.owned_body;
     body.clear();
@@ -129,15 +104,13 @@ void HttpConnection::serve_status(const Request& request, Response& response) {
     else
         render_status_json(status, body);
 
-    response.status = 200;
-    begin_head(200, reactor_.now_s(), response);
+    begin_head(200, exchange.now_s, response);
     response.head += prometheus ? "Content-Type: text/plain; version=0.0.4; charset=utf-8\r\n"
                                 : "Content-Type: application/json\r\n";
     response.head += "Cache-Control: no-store\r\nContent-Length: ";
     append_decimal(body.size(), response.head);
     response.head += "\r\n";
-    finish_head(keep_alive_, request.version_minor, response);
-    response.keep_alive = keep_alive_;
+    finish_head(exchange.keep_alive, request.version_minor, response);
     if (!request.is_head()) response.body = body;
 }
 

@@ -1,0 +1,92 @@
+// FastCgiExchange: one request answered by php-fpm, as a ResponseStream that
+// a protocol engine drives. It holds the relay state of the request (the
+// script, the backend connection, the buffered body of a chunked request)
+// that used to live in the client connection.
+//
+//   constructed -> the pool gives a backend connection, queues the request,
+//                  or refuses it (poll: Failed, 503 with Retry-After)
+//   poll        -> BEGIN_REQUEST + PARAMS (+ the body bytes already offered
+//                  + the empty STDIN when the body is complete) in one write;
+//                  a Content-Length body then streams as STDIN records while
+//                  it arrives (at most UpstreamConnection::kStdinHighWater
+//                  buffered); a chunked one is kept whole first (bounded by
+//                  --max-body-size in the engine), since PHP needs
+//                  CONTENT_LENGTH up front, as nginx does
+//              -> Ready once php-fpm's CGI header block is complete; body
+//                  bytes as they come, the backend buffering at most
+//                  kBodyHighWater before it stops reading php-fpm
+//   release     -> the backend connection returns to its pool, or drains the
+//                  rest of an abandoned response first.
+//
+// Failures before the head: 502 (504 for --fastcgi-timeout); after it,
+// Broken (the engine closes the client connection).
+#pragma once
+
+#include "fastcgi/upstream.h"
+#include "http/exchange.h"
+
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+
+namespace lepus::fastcgi {
+
+// What the router resolved for the script (copied: the resolver serves other
+// requests while this one waits for a backend connection).
+struct ScriptTarget {
+    std::string_view document_root;
+    std::string_view script_name;
+    std::string_view path_info;
+    std::string_view script_filename;
+    std::string_view server_name; // SERVER_NAME: the site's name
+    // An error page run as a script: a GET of the page without the original
+    // body (nginx turns any method but HEAD into GET for it).
+    bool internal_redirect = false;
+};
+
+class FastCgiExchange final : public ResponseStream, public UpstreamClient {
+public:
+    // Asks `pool` for a backend connection for `exchange` (whose request,
+    // connection and listener stay valid while the engine calls us).
+    FastCgiExchange(UpstreamPool& pool, Exchange& exchange, const ScriptTarget& target);
+    ~FastCgiExchange() override;
+
+    size_t offer_body(std::span<const char> data) override;
+    void end_body() override;
+    StreamState poll() override;
+    const StreamHead& head() const override { return head_; }
+    std::span<const char> body() const override;
+    void consume(size_t bytes) override;
+    bool ended() const override;
+    int error_status() const override { return error_status_; }
+    std::string_view error_headers() const override { return error_headers_; }
+    void release() override;
+
+    void on_upstream_progress() override;
+
+private:
+    void send_request(UpstreamConnection& upstream);
+    StreamState failed(int status, std::string_view headers = {});
+
+    const Request& request() const { return redirected_ ? *redirected_ : *exchange_.request; }
+
+    UpstreamPool& pool_;
+    Exchange& exchange_;
+    // For an internal redirect: the request as the script sees it. Its views
+    // point into the engine's buffer, which no longer moves: the body is done.
+    std::optional<Request> redirected_;
+    std::string document_root_, script_name_, path_info_, script_filename_, server_name_;
+    // A body of unknown length (chunked), kept until it is complete.
+    std::string whole_body_;
+    bool length_known_ = true;
+    StreamHead head_;
+    int error_status_ = 0;
+    std::string_view error_headers_;
+    bool request_sent_ = false;
+    bool body_ended_ = false;
+    bool head_reported_ = false;
+    bool released_ = false;
+};
+
+} // namespace lepus::fastcgi

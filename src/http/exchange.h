@@ -1,0 +1,164 @@
+// Exchange: one request and its response, the unit a protocol engine hands to
+// the layer above and a handler answers. The HTTP/1.1 engine (http1_engine.h)
+// makes one per request; the HTTP/2 engine will make one per stream. Neither
+// the router nor a handler knows which engine, or which transport, is below.
+//
+// A response is either complete when the handler returns (Response: a head, a
+// memory body and/or a file range: static files, redirects, the status page,
+// errors) or streamed (ResponseStream: FastCGI now, an HTTP backend later),
+// with back-pressure both ways: the engine offers the request body as the
+// client sends it and pulls response bytes as the client takes them.
+//
+// The life of an exchange, as the engine drives it:
+//   ExchangeHandler::start     the head is complete: answer, or start a stream
+//   ResponseStream::offer_body request body bytes, decoded (no chunk framing)
+//   ResponseStream::poll       until its head is ready, then body() / consume()
+//   ExchangeHandler::fail      the engine must answer an error itself (413, a
+//                              bad chunked body, a stream that failed before
+//                              its head): error pages apply, and may stream
+//   ExchangeHandler::account   the answer is decided: count it, log it
+//   ExchangeHandler::finish    sent, or the client left: let go
+#pragma once
+
+#include "http/request.h"
+#include "http/response.h"
+#include "net/socket.h"
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+
+namespace lepus {
+
+// What a handler may need to know of the connection (CGI variables, the
+// access log, access rules).
+struct ConnectionInfo {
+    ConnectionInfo(const SocketAddress& peer, int fd) : peer(peer), fd(fd) {}
+
+    SocketAddress peer;
+    int fd = -1;         // for getsockname, once, when a handler asks
+    bool secure = false; // TLS: HTTPS=on for scripts
+
+    // The local address the client connected to (SERVER_ADDR, SERVER_PORT).
+    const SocketAddress& local();
+
+private:
+    SocketAddress local_;
+    bool have_local_ = false;
+};
+
+// The head of a streamed response, as the backend gave it.
+struct StreamHead {
+    int status = 200;
+    // The backend's header fields; the engine drops those that describe the
+    // backend's own connection or framing (RFC 9110 §7.6.1).
+    std::span<const Header> headers;
+    std::optional<uint64_t> content_length;
+};
+
+enum class StreamState : uint8_t {
+    Pending, // nothing new: the stream calls ExchangeListener::on_exchange_progress later
+    Ready,   // head() is valid; body() holds what has arrived
+    Failed,  // failed before its head was taken: answer error_status()
+    Broken,  // failed after its head was taken: the response cannot be completed
+};
+
+// A response produced over time by a backend. All of its work happens inside
+// these calls, made by the engine while the request's views are valid; the
+// backend only wakes the engine through the ExchangeListener.
+class ResponseStream {
+public:
+    virtual ~ResponseStream() = default;
+
+    // Request body bytes, decoded; returns how many were taken (fewer: full,
+    // offer the rest after the next progress).
+    virtual size_t offer_body(std::span<const char> data) = 0;
+    // The request body is complete (at once for a request without one).
+    virtual void end_body() = 0;
+    // Moves the exchange on (sends what is buffered) and says where it stands.
+    virtual StreamState poll() = 0;
+    // After Ready.
+    virtual const StreamHead& head() const = 0;
+    // Response body bytes received and not yet consumed.
+    virtual std::span<const char> body() const = 0;
+    virtual void consume(size_t bytes) = 0;
+    // No body bytes will follow what body() holds.
+    virtual bool ended() const = 0;
+    // After Failed: the status to answer (502, 503, 504) and header lines
+    // to add ("Retry-After: 1\r\n").
+    virtual int error_status() const = 0;
+    virtual std::string_view error_headers() const = 0;
+    // The engine is done with the stream (complete, failed, or the client
+    // left): the backend connection goes back to its pool or is drained.
+    virtual void release() = 0;
+};
+
+// Implemented by the connection below the engine: a stream calls it when
+// something changed (a backend connection was assigned, bytes arrived, room
+// freed up). It may be called from inside the engine's own calls.
+class ExchangeListener {
+public:
+    virtual void on_exchange_progress() = 0;
+
+protected:
+    ~ExchangeListener() = default;
+};
+
+struct Exchange {
+    // The request head; null for a request the parser refused (only finish()
+    // then sees the exchange). Valid until finish().
+    const Request* request = nullptr;
+    ConnectionInfo* connection = nullptr;
+    ExchangeListener* listener = nullptr;
+    std::string_view protocol; // "HTTP/1.1", for the access log
+    time_t now_s = 0;          // the loop's clock when start() runs
+    uint64_t now_ms = 0;
+    // The engine's decision for the connection; a handler may clear it.
+    bool keep_alive = true;
+
+    // A complete answer, or the error answer after fail().
+    Response response;
+    // Or a streamed one (start() or fail() sets it).
+    std::unique_ptr<ResponseStream> stream;
+    // Status of a streamed response, when it must not be the backend's: the
+    // original status of an error page served by a script.
+    int stream_status = 0;
+    // Header lines the layer above adds to a streamed response's head (for a
+    // complete one it adds them to response.head itself).
+    std::string stream_headers;
+
+    // What the layer above keeps for this exchange until finish(): its site,
+    // and whatever keeps that site alive across a reload.
+    std::shared_ptr<void> hold;
+    void* site = nullptr;
+    // Times the layer above re-routed the exchange (an error page); it stops at one.
+    int internal_redirects = 0;
+};
+
+// The layer above the engines: the server's router.
+class ExchangeHandler {
+public:
+    // The head of exchange.request is complete: fill exchange.response, or set
+    // exchange.stream.
+    virtual void start(Exchange& exchange) = 0;
+    // After start(), the engine must answer `status` itself (413, a bad chunked
+    // body, a stream that failed before its head): fill exchange.response with
+    // the error (the site's error page applies), or set exchange.stream again.
+    virtual void fail(Exchange& exchange, int status, std::string_view extra_headers) = 0;
+    // The answer is decided: count it on the status page and write its access
+    // log line. Once per exchange: for a complete answer before it is written
+    // (so that the status page never lags behind what a client has seen), for
+    // a streamed one when it ends (499 when the client left first).
+    virtual void account(Exchange& exchange, int status, uint64_t body_bytes) = 0;
+    // The exchange is over (sent, or the client left): the handler lets go of
+    // what start() took.
+    virtual void finish(Exchange& exchange) = 0;
+
+protected:
+    ~ExchangeHandler() = default;
+};
+
+} // namespace lepus

@@ -1,0 +1,49 @@
+#include "net/admission.h"
+
+#include <cerrno>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+namespace lepus {
+
+bool accept_one(int listener, AcceptedSocket& socket) {
+    for (;;) {
+        socket.peer.length = sizeof socket.peer.storage;
+        socket.fd = accept4(listener, &socket.peer.storage.any, &socket.peer.length,
+                            SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (socket.fd >= 0) return true;
+        // ECONNABORTED: the client gave up while it waited in the backlog.
+        if (errno != EINTR && errno != ECONNABORTED) return false;
+    }
+}
+
+bool Admission::admit(AcceptedSocket& socket) {
+    accepted_.fetch_add(1, std::memory_order_relaxed);
+    if (max_connections_ > 0 && live_total_.load(std::memory_order_relaxed) >= max_connections_) {
+        refuse(socket.fd);
+        return false;
+    }
+    // A Unix socket has no Nagle to turn off; the call fails harmlessly there.
+    int one = 1;
+    setsockopt(socket.fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    live_total_.fetch_add(1, std::memory_order_relaxed);
+    return true;
+}
+
+void Admission::refuse_admitted(int fd) {
+    live_total_.fetch_sub(1, std::memory_order_relaxed);
+    refuse(fd);
+}
+
+void Admission::refuse(int fd) {
+    static constexpr char kBusy[] =
+        "HTTP/1.1 503 Service Unavailable\r\nServer: lepus\r\n"
+        "Content-Length: 0\r\nRetry-After: 1\r\nConnection: close\r\n\r\n";
+    [[maybe_unused]] ssize_t n = send(fd, kBusy, sizeof kBusy - 1, MSG_NOSIGNAL | MSG_DONTWAIT);
+    ::close(fd);
+    refused_.fetch_add(1, std::memory_order_relaxed);
+}
+
+} // namespace lepus

@@ -1,0 +1,113 @@
+#include "server/client_connection.h"
+
+#include "server/worker.h"
+
+#include <sys/epoll.h>
+
+namespace lepus {
+
+void ClientConnection::open(Worker& worker, const AcceptedSocket& socket) {
+    auto* connection = new ClientConnection(worker, socket);
+    if (!worker.reactor().add(socket.fd, connection, EPOLLIN | EPOLLOUT | EPOLLRDHUP, true)) {
+        // The fd was counted by the acceptor; the reactor never saw it.
+        connection->engine_.close();
+        delete connection;
+        return;
+    }
+    // Most clients send the request right after connecting: try reading now
+    // rather than waiting for the edge (TCP_DEFER_ACCEPT-like, without the option).
+    connection->drive();
+}
+
+ClientConnection::ClientConnection(Worker& worker, const AcceptedSocket& socket)
+    : reactor_(worker.reactor()), transport_(UniqueFd(socket.fd)), info_(socket.peer, socket.fd),
+      engine_(worker.http1(), transport_, info_, *this), timer_(this, &ClientConnection::on_timer) {
+}
+
+void ClientConnection::on_events(uint32_t events) {
+    if (events & (EPOLLERR | EPOLLHUP)) {
+        close();
+        return;
+    }
+    if (events & (EPOLLIN | kResumeEvent)) engine_.on_readable();
+    if (events & EPOLLRDHUP) engine_.on_peer_shutdown();
+    // An EPOLLOUT edge alone only matters to output that is waiting.
+    if (!(events & (EPOLLIN | EPOLLRDHUP | kResumeEvent)) && !engine_.waits_for_write()) return;
+    drive();
+}
+
+void ClientConnection::on_shutdown() {
+    if (engine_.on_shutdown()) close();
+}
+
+void ClientConnection::on_force_close() {
+    close();
+}
+
+void ClientConnection::on_exchange_progress() {
+    if (in_drive_)
+        progress_ = true; // drive() looks again before it waits
+    else
+        drive();
+}
+
+void ClientConnection::drive() {
+    if (in_drive_ || closed_) return;
+    in_drive_ = true;
+    Http1Engine::Next next;
+    do {
+        progress_ = false;
+        next = engine_.drive();
+        // A stream reported progress while the engine was busy: look again.
+    } while (next == Http1Engine::Next::Wait && progress_);
+    in_drive_ = false;
+    switch (next) {
+    case Http1Engine::Next::Close:
+        close();
+        return;
+    case Http1Engine::Next::Yield:
+        reactor_.defer(transport_.fd());
+        return;
+    case Http1Engine::Next::Wait:
+        arm_timer();
+        return;
+    }
+}
+
+void ClientConnection::arm_timer() {
+    uint64_t deadline = engine_.deadline();
+    TimerWheel& timers = reactor_.timers();
+    if (deadline == 0) {
+        timers.cancel(timer_);
+    } else if (engine_.deadline_exact()) {
+        if (!timer_.scheduled() || timer_.deadline() != deadline) timers.schedule(timer_, deadline);
+    } else {
+        // Per request this is usually a no-op: within the slack nothing moves.
+        timers.refresh(timer_, deadline);
+    }
+}
+
+void ClientConnection::on_timer(TimerEntry& entry) {
+    ClientConnection& self = OwnedTimerEntry<ClientConnection>::owner_of(entry);
+    if (self.engine_.on_deadline() == Http1Engine::Next::Close) {
+        self.close();
+        return;
+    }
+    // refresh() with slack fired before the real deadline.
+    if (self.engine_.deadline() != 0)
+        self.reactor_.timers().schedule(entry, self.engine_.deadline());
+}
+
+void ClientConnection::close() {
+    if (closed_) return;
+    closed_ = true;
+    reactor_.timers().cancel(timer_);
+    // Logs and lets go of an exchange in flight (its backend connection drains
+    // back into its pool).
+    engine_.close();
+    reactor_.remove(transport_.fd());
+    transport_.close();
+    if (!in_drive_) delete this;
+}
+
+} // namespace lepus

@@ -1,0 +1,50 @@
+// ClientConnection: one accepted client socket on one reactor, from accept to
+// close. It owns the three layers of the connection, bottom up: the
+// Transport (plain TCP), the protocol engine (HTTP/1.1), and, through the
+// worker's Router, the handlers. Its own job is the glue to the reactor:
+// events in, the one timer for whatever the engine waits on, the yield to
+// other connections, and deleting itself when the connection closes.
+#pragma once
+
+#include "http/exchange.h"
+#include "http/http1_engine.h"
+#include "net/reactor.h"
+#include "net/timer_wheel.h"
+#include "net/transport.h"
+
+namespace lepus {
+
+class Worker;
+
+class ClientConnection final : public EventHandler, public ExchangeListener {
+public:
+    // Takes ownership of the socket and registers it with the worker's
+    // reactor; the connection deletes itself when it closes.
+    static void open(Worker& worker, const AcceptedSocket& socket);
+
+    void on_events(uint32_t events) override;
+    void on_shutdown() override;
+    void on_force_close() override;
+    void on_exchange_progress() override;
+
+private:
+    ClientConnection(Worker& worker, const AcceptedSocket& socket);
+    ~ClientConnection() = default;
+
+    void drive();
+    // Arms the one timer for the engine's deadline.
+    void arm_timer();
+    void close();
+    static void on_timer(TimerEntry& entry);
+
+    Reactor& reactor_;
+    PlainTransport transport_;
+    ConnectionInfo info_;
+    Http1Engine engine_;
+    OwnedTimerEntry<ClientConnection> timer_;
+    bool in_drive_ = false;
+    bool progress_ = false; // a stream made progress while drive() ran: run again
+    bool closed_ = false;
+};
+
+} // namespace lepus

@@ -1,0 +1,147 @@
+#include "server/reload.h"
+
+#include "log/error_log.h"
+#include "net/socket.h"
+#include "server/sd_notify.h"
+#include "server/site_table.h"
+#include "server/worker.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <grp.h>
+#include <memory>
+#include <pwd.h>
+#include <unistd.h>
+
+namespace lepus {
+namespace {
+
+// What a reload changes in the listening sockets: the new ones are opened (and
+// bound) before anything else changes, so a taken port refuses the reload.
+struct ListenChange {
+    std::vector<std::pair<std::string, UniqueFd>> opened;
+    std::vector<std::string> closed;
+    bool open(const ServerOptions& next, const Listening& listening, std::string& error) {
+        auto listed = [](const auto& list, const std::string& text) {
+            return std::any_of(list.begin(), list.end(),
+                               [&](const auto& item) { return item.first == text; });
+        };
+        for (const std::string& text : next.listen) {
+            if (listed(listening.sockets, text) || listed(opened, text)) continue;
+            UniqueFd fd = open_listener(*parse_listen_address(text), {next.backlog, false}, error);
+            if (!fd) return false;
+            opened.emplace_back(text, std::move(fd));
+        }
+        for (const auto& [text, fd] : listening.sockets)
+            if (std::find(next.listen.begin(), next.listen.end(), text) == next.listen.end())
+                closed.push_back(text);
+        return true;
+    }
+    bool empty() const { return opened.empty() && closed.empty(); }
+    // Hands the new sockets to the acceptor and has it close the old ones.
+    void apply(Listening& listening) {
+        std::vector<UniqueFd> added;
+        std::vector<int> removed;
+        for (auto& [text, fd] : opened) {
+            log_info("SIGHUP: listening on %s", text.c_str());
+            listening.sockets.emplace_back(text, fd.get());
+            added.push_back(std::move(fd));
+        }
+        for (const std::string& text : closed) {
+            log_info("SIGHUP: no longer listening on %s", text.c_str());
+            auto it = std::find_if(listening.sockets.begin(), listening.sockets.end(),
+                                   [&](const auto& item) { return item.first == text; });
+            removed.push_back(it->second);
+            listening.sockets.erase(it);
+        }
+        listening.acceptor->change_listeners(std::move(added), std::move(removed));
+    }
+};
+
+} // namespace
+
+void reload(int argc, char** argv, const ServerOptions& current,
+            const std::vector<Worker*>& workers, SiteLogs& site_logs, Listening& listening) {
+    ServerOptions next;
+    CommandLineResult parsed = parse_command_line(argc, argv, next);
+    if (!parsed.run) {
+        log_error("SIGHUP: the configuration is invalid (see stderr); keeping the running one");
+        return;
+    }
+    notify_service_manager("RELOADING=1");
+    // READY=1 again however the reload ends: lepus keeps serving either way.
+    struct ReadyAgain {
+        ~ReadyAgain() { notify_service_manager("READY=1"); }
+    } ready_again;
+    ListenChange listen;
+    std::string error;
+    if (!listening.acceptor) {
+        if (next.listen != current.listen)
+            log_warn("SIGHUP: listen changes take effect after a restart with --accept reuseport");
+    } else if (!listen.open(next, listening, error)) {
+        log_error("SIGHUP: %s; keeping the running configuration", error.c_str());
+        return;
+    }
+    if (next.threads != current.threads || next.io != current.io ||
+        next.access_log != current.access_log || next.error_log != current.error_log)
+        log_warn("SIGHUP: threads, io and the global log changes take effect after a restart");
+    // The running global log is what a site naming the same path shares.
+    next.access_log = current.access_log;
+    std::shared_ptr<const SiteTable> sites;
+    if (!next.sites.empty()) sites = std::make_shared<const SiteTable>(next.sites);
+    std::vector<std::unique_ptr<ServingSet>> sets;
+    // The sets copy what they need from `next` (the sites stay in the SiteTable).
+    for (size_t i = 0; i < workers.size(); ++i) {
+        auto set =
+            make_serving_set(next, sites, site_logs, unsigned(i), unsigned(workers.size()), error);
+        if (!set) {
+            log_error("SIGHUP: %s; keeping the running configuration", error.c_str());
+            return;
+        }
+        sets.push_back(std::move(set));
+    }
+    for (size_t i = 0; i < workers.size(); ++i)
+        workers[i]->reload(std::move(sets[i]));
+    if (!listen.empty()) listen.apply(listening);
+    site_logs.prune(); // the logs of sites gone in an earlier reload, once no request holds them
+    log_info("SIGHUP: configuration reloaded (%zu sites)", next.sites.size());
+}
+
+bool drop_privileges(const ServerOptions& options, std::string& error) {
+    if (options.user.empty() && options.group.empty()) return true;
+    if (geteuid() != 0) {
+        error = "--user/--group need lepus to start as root";
+        return false;
+    }
+    gid_t gid = getegid();
+    uid_t uid = geteuid();
+    const passwd* user = nullptr;
+    if (!options.user.empty()) {
+        user = getpwnam(options.user.c_str());
+        if (!user) {
+            error = "no such user '" + options.user + "'";
+            return false;
+        }
+        uid = user->pw_uid;
+        gid = user->pw_gid;
+    }
+    if (!options.group.empty()) {
+        const group* g = getgrnam(options.group.c_str());
+        if (!g) {
+            error = "no such group '" + options.group + "'";
+            return false;
+        }
+        gid = g->gr_gid;
+    }
+    bool ok = (user ? initgroups(user->pw_name, gid) : setgroups(0, nullptr)) == 0 &&
+              setgid(gid) == 0 && setuid(uid) == 0;
+    if (!ok) {
+        error = std::string("cannot drop privileges: ") + strerror(errno);
+        return false;
+    }
+    log_info("running as uid %u gid %u", unsigned(uid), unsigned(gid));
+    return true;
+}
+
+} // namespace lepus

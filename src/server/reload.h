@@ -1,0 +1,40 @@
+// What the server does on SIGHUP, and at start-up after binding: the
+// listening sockets it serves (so that a reload knows which to open and which
+// to close), reloading the configuration, and dropping privileges.
+#pragma once
+
+#include "net/acceptor.h"
+#include "server/options.h"
+#include "server/serving_set.h"
+
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace lepus {
+
+class Worker;
+
+// The listening sockets the acceptor thread serves, by the address they were
+// configured with.
+struct Listening {
+    Acceptor* acceptor = nullptr; // null with --accept reuseport
+    std::vector<std::pair<std::string, int>> sockets;
+};
+
+// SIGHUP: reads the command line and config file again. When they are valid,
+// every worker gets new handlers for its next requests (responses in flight
+// finish with the old ones): sites, roots, indexes, error pages, per-site
+// access logs (started here) and FastCGI backends (a worker keeps the warm pool
+// of a backend whose settings did not change); the acceptor opens the new
+// listen addresses and closes the dropped ones. When they are not valid, the
+// errors are logged and nothing changes. Threads, the event engine, the global
+// logs and the client timeouts need a restart.
+void reload(int argc, char** argv, const ServerOptions& current,
+            const std::vector<Worker*>& workers, SiteLogs& site_logs, Listening& listening);
+
+// --user/--group: switches to them (group first, with its supplementary
+// groups). False with one line in `error` when it cannot.
+bool drop_privileges(const ServerOptions& options, std::string& error);
+
+} // namespace lepus

@@ -1,0 +1,186 @@
+#include "server/router.h"
+
+#include "fastcgi/fastcgi_exchange.h"
+#include "http/path.h"
+#include "log/access_log.h"
+#include "server/error_page.h"
+#include "server/status_handler.h"
+#include "server/worker.h"
+
+namespace lepus {
+namespace {
+
+ReplyContext reply_context(const Exchange& exchange) {
+    const Request& request = *exchange.request;
+    return ReplyContext{exchange.now_s, exchange.keep_alive, request.is_head(),
+                        request.version_minor};
+}
+
+} // namespace
+
+SiteHandlers& Router::pick_site(Exchange& exchange) {
+    if (exchange.site) return *static_cast<SiteHandlers*>(exchange.site);
+    // The set is kept until the exchange ends (SIGHUP may replace it): the
+    // site's handlers, backend pool and log live in it.
+    const std::shared_ptr<ServingSet>& serving = worker_.serving();
+    SiteHandlers& site = serving->for_host(exchange.request->host);
+    exchange.hold = serving;
+    exchange.site = &site;
+    return site;
+}
+
+void Router::start(Exchange& exchange) {
+    const Request& request = *exchange.request;
+    ReactorLoad& load = worker_.reactor().load();
+    load.requests_total.store(load.requests_total.load(std::memory_order_relaxed) + 1,
+                              std::memory_order_relaxed);
+    SiteHandlers& site = pick_site(exchange);
+    worker_.publish_cache_stats();
+    const std::string& status_path = worker_.options().status_path;
+    if (!status_path.empty() && request.path == status_path) {
+        serve_status(worker_, exchange);
+        return;
+    }
+    if (serve_redirect(exchange, site)) return add_rule_headers(exchange, site);
+    route_to_handler(exchange, site);
+    add_rule_headers(exchange, site);
+}
+
+bool Router::serve_redirect(Exchange& exchange, SiteHandlers& site) {
+    if (!site.config || site.config->redirects.empty()) return false;
+    if (decode_path(exchange.request->path, path_) != 0) return false; // the files answer 400
+    const Redirect* redirect = find_redirect(*site.config, path_);
+    if (!redirect) return false;
+    std::string location = "Location: " + redirect->to + "\r\n";
+    build_error_response(redirect->status, reply_context(exchange), exchange.response, location);
+    return true;
+}
+
+void Router::route_to_handler(Exchange& exchange, SiteHandlers& site) {
+    const Request& request = *exchange.request;
+    if (fastcgi::ScriptResolver* scripts = site.scripts.get()) {
+        switch (scripts->route(request)) {
+        case fastcgi::RouteKind::Static:
+            break;
+        case fastcgi::RouteKind::Error:
+            // The body of a request for a script that cannot run stays unread.
+            if (request.has_body()) exchange.keep_alive = false;
+            build_error_response(scripts->status(), reply_context(exchange), exchange.response);
+            return apply_error_page(exchange, site, scripts->status());
+        case fastcgi::RouteKind::Script: {
+            std::string server_name;
+            if (site.config && !site.config->server_names.empty())
+                server_name = site.config->server_names.front();
+            else
+                exchange.connection->local().format_host(server_name);
+            fastcgi::ScriptTarget target{scripts->document_root(), scripts->script_name(),
+                                         scripts->path_info(), scripts->script_filename(),
+                                         server_name};
+            exchange.stream = std::make_unique<fastcgi::FastCgiExchange>(
+                static_cast<ServingSet*>(exchange.hold.get())->pool_of(site), exchange, target);
+            return;
+        }
+        }
+    }
+    site.files->handle(request, exchange.keep_alive, exchange.now_s, exchange.now_ms,
+                       exchange.response);
+    if (exchange.response.status >= 400) apply_error_page(exchange, site, exchange.response.status);
+}
+
+void Router::apply_error_page(Exchange& exchange, SiteHandlers& site, int status) {
+    if (!site.config || status < 400) return;
+    const std::map<int, std::string>& pages = site.config->error_pages;
+    auto page = pages.find(status);
+    // One internal redirect at most: an error page that fails gets the built-in one.
+    if (page == pages.end() || exchange.internal_redirects > 0) return;
+    ++exchange.internal_redirects;
+    if (run_error_script(exchange, site, page->second, status)) return;
+    // A page that cannot be served leaves the built-in one (logged by the handler if it is a 500).
+    lepus::apply_error_page(*site.files, *exchange.request, page->second, exchange.now_s,
+                            exchange.now_ms, exchange.response, page_scratch_);
+}
+
+// An error page that names a script runs it through php-fpm (nginx's
+// internal redirect), as a GET of the page, answered with the original status.
+bool Router::run_error_script(Exchange& exchange, SiteHandlers& site, std::string_view page,
+                              int status) {
+    fastcgi::ScriptResolver* scripts = site.scripts.get();
+    if (!scripts) return false;
+    Request fetch;
+    fetch.method = Method::Get;
+    fetch.path = page;
+    fetch.target = page;
+    if (scripts->route(fetch) != fastcgi::RouteKind::Script) return false;
+    std::string server_name;
+    if (!site.config->server_names.empty()) server_name = site.config->server_names.front();
+    fastcgi::ScriptTarget target{scripts->document_root(),
+                                 scripts->script_name(),
+                                 scripts->path_info(),
+                                 scripts->script_filename(),
+                                 server_name,
+                                 /*internal_redirect=*/true};
+    exchange.response.reset();
+    exchange.stream_status = status;
+    exchange.stream = std::make_unique<fastcgi::FastCgiExchange>(
+        static_cast<ServingSet*>(exchange.hold.get())->pool_of(site), exchange, target);
+    return true;
+}
+
+void Router::add_rule_headers(Exchange& exchange, SiteHandlers& site) {
+    if (!site.config || site.config->headers.empty()) return;
+    // Matched on the decoded, normalised path: "/%70rivate/x", "//private/x"
+    // and "/./private/x" are "/private/x" to the files, and so to the rules.
+    if (decode_path(exchange.request->path, path_) != 0) return; // a 400: no site rules
+    rule_lines_.clear();
+    append_rule_headers(*site.config, path_, rule_lines_);
+    if (exchange.stream) {
+        exchange.stream_headers.append(rule_lines_);
+        return;
+    }
+    Response& response = exchange.response;
+    if (response.head.size() < 4) return;
+    response.head.insert(response.head.size() - 2, rule_lines_); // before the empty line
+}
+
+void Router::fail(Exchange& exchange, int status, std::string_view extra_headers) {
+    SiteHandlers& site = pick_site(exchange);
+    build_error_response(status, reply_context(exchange), exchange.response, extra_headers);
+    apply_error_page(exchange, site, status);
+    add_rule_headers(exchange, site);
+}
+
+void Router::finish(Exchange& exchange) {
+    exchange.site = nullptr;
+    exchange.hold.reset();
+    exchange.internal_redirects = 0;
+}
+
+void Router::account(Exchange& exchange, int status, uint64_t body_bytes) {
+    WorkerStats& stats = worker_.stats();
+    WorkerStats::bump(stats.requests);
+    WorkerStats::bump(stats.bytes_sent, body_bytes);
+    if (status >= 100 && status < 600) WorkerStats::bump(stats.responses[size_t(status)]);
+    // nginx's access_log per server: the site's own file, else the global one.
+    auto* site = static_cast<SiteHandlers*>(exchange.site);
+    AsyncLogger& log = site && site->access_log ? *site->access_log : worker_.access_log();
+    if (!log.enabled()) return;
+    AccessLogEntry entry{};
+    std::string host;
+    exchange.connection->peer.format_host(host);
+    entry.remote_addr = host;
+    entry.time = worker_.reactor().now_s();
+    entry.status = status;
+    entry.bytes_sent = body_bytes;
+    if (const Request* request = exchange.request) {
+        entry.method = request->method_text;
+        entry.target = request->target;
+        entry.protocol = exchange.protocol;
+        entry.referer = request->referer;
+        entry.user_agent = request->user_agent;
+    }
+    log_line_.clear();
+    append_combined_line(entry, log_line_);
+    log.append(log_line_);
+}
+
+} // namespace lepus

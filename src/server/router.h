@@ -1,0 +1,55 @@
+// Router: the layer above the protocol engines. For each exchange it picks the
+// site (by Host), then, in this order, the status page, the site's redirects,
+// and the handler: a FastCGI script (a ResponseStream) or the static files (a
+// complete Response). Site rules are applied here, once, up front, whatever
+// the handler and the protocol:
+//   - header rules, matched on the decoded, normalised path, on every response
+//     of the site (static, scripts, redirects, errors);
+//   - error pages, as an internal redirect through the router (nginx's
+//     error_page): a page that names a script runs it, with the original status.
+// It writes the access log line when an exchange ends.
+//
+// To add a response header rule kind: site_table.cc (append_rule_headers).
+// To add a handler: route_to_handler() below.
+#pragma once
+
+#include "http/exchange.h"
+
+#include <string>
+
+namespace lepus {
+
+class Worker;
+struct SiteHandlers;
+
+class Router final : public ExchangeHandler {
+public:
+    explicit Router(Worker& worker) : worker_(worker) {}
+
+    void start(Exchange& exchange) override;
+    void fail(Exchange& exchange, int status, std::string_view extra_headers) override;
+    void account(Exchange& exchange, int status, uint64_t body_bytes) override;
+    void finish(Exchange& exchange) override;
+
+private:
+    // Chooses the site for the exchange's Host and keeps it (and its serving set) alive.
+    SiteHandlers& pick_site(Exchange& exchange);
+    bool serve_redirect(Exchange& exchange, SiteHandlers& site);
+    void route_to_handler(Exchange& exchange, SiteHandlers& site);
+    // The site's error page for `status`, if any, replaces the error answer in
+    // exchange.response (a static page) or becomes a stream (a script).
+    void apply_error_page(Exchange& exchange, SiteHandlers& site, int status);
+    bool run_error_script(Exchange& exchange, SiteHandlers& site, std::string_view page,
+                          int status);
+    // The site's header rules for the request's decoded path, added to the
+    // complete response or kept for the streamed one's head.
+    void add_rule_headers(Exchange& exchange, SiteHandlers& site);
+
+    Worker& worker_;
+    std::string path_;       // scratch: the decoded path
+    std::string rule_lines_; // scratch: header rule lines
+    std::string log_line_;   // scratch: the access log line
+    Response page_scratch_;  // scratch: a static error page
+};
+
+} // namespace lepus
