@@ -1,6 +1,7 @@
 #include "http/response.h"
 
 #include "http/http_date.h"
+#include "log/error_log.h"
 
 #include <charconv>
 #include <cstdio>
@@ -159,8 +160,9 @@ void build_error_response(int status, bool keep_alive, time_t now, Response& out
 }
 
 void report_internal_error(std::string_view what, std::string_view path, int error_number) {
-    fprintf(stderr, "lepus: %.*s \"%.*s\" failed: %s\n", int(what.size()), what.data(),
-            int(path.size()), path.data(), strerror(error_number));
+    // Through the error log (asynchronous), never a write to stderr from a reactor thread.
+    log_error("%.*s \"%.*s\" failed: %s", int(what.size()), what.data(), int(path.size()),
+              path.data(), strerror(error_number));
 }
 
 } // namespace lepus

@@ -58,6 +58,7 @@ private:
         std::vector<int> removed;
     };
 
+    struct UringLoop; // acceptor_uring.cc
     void run_epoll();
     void run_uring();
     // Takes the changes queued by change_listeners (acceptor thread).

@@ -48,16 +48,28 @@ void arm_wake(Uring& ring, int fd) {
 
 } // namespace
 
-void Acceptor::run_uring() {
-    Uring ring;
-    std::string error;
-    // Created on the acceptor thread, its only issuer: completions are run in
-    // our io_uring_enter instead of interrupting the thread (see uring_poller.cc).
-    if (!ring.init(64, 4096, error, IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN) &&
-        !ring.init(64, 4096, error)) {
-        log_error("acceptor: %s", error.c_str());
-        return;
+// The state of one run of the io_uring loop, and one method per kind of completion.
+struct Acceptor::UringLoop {
+    explicit UringLoop(Acceptor& acceptor)
+        : acceptor(acceptor), pause{acceptor.options_.emfile_pause_ms / 1000,
+                                    (acceptor.options_.emfile_pause_ms % 1000) * 1000000LL} {}
+
+    bool is_retiring(int fd) const {
+        return std::any_of(retiring.begin(), retiring.end(),
+                           [fd](const UniqueFd& l) { return l.get() == fd; });
     }
+    void arm(int listener) {
+        if (contains(armed, listener)) return;
+        arm_accept(ring, listener);
+        armed.push_back(listener);
+    }
+    // One completion; false when the acceptor must stop.
+    bool on_completion(const io_uring_cqe& cqe);
+    bool on_wake(bool ended);
+    void on_accept(int listener, int result, bool ended);
+
+    Acceptor& acceptor;
+    Uring ring;
     // Which listeners have an accept in the kernel, until a completion without
     // IORING_CQE_F_MORE says it ended. A cancel can miss an accept that is
     // completing at that moment; it is sent again until the accept has ended.
@@ -65,99 +77,110 @@ void Acceptor::run_uring() {
     // Removed listeners whose accept still holds the socket: closed when it ends
     // (closing earlier would let a new listener reuse the fd number).
     std::vector<UniqueFd> retiring;
-    auto is_retiring = [&](int fd) {
-        return std::any_of(retiring.begin(), retiring.end(),
-                           [fd](const UniqueFd& l) { return l.get() == fd; });
-    };
-    auto arm = [&](int listener) {
-        if (contains(armed, listener)) return;
-        arm_accept(ring, listener);
-        armed.push_back(listener);
-    };
-    for (const UniqueFd& listener : listeners_)
-        arm(listener.get());
-    arm_wake(ring, wake_fd_.get());
-    __kernel_timespec pause{options_.emfile_pause_ms / 1000,
-                            (options_.emfile_pause_ms % 1000) * 1000000LL};
+    __kernel_timespec pause;
+};
 
+void Acceptor::run_uring() {
+    UringLoop loop(*this);
+    std::string error;
+    // Created on the acceptor thread, its only issuer: completions are run in
+    // our io_uring_enter instead of interrupting the thread (see uring_poller.cc).
+    if (!loop.ring.init(64, 4096, error, IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN) &&
+        !loop.ring.init(64, 4096, error)) {
+        log_error("acceptor: %s", error.c_str());
+        return;
+    }
+    for (const UniqueFd& listener : listeners_)
+        loop.arm(listener.get());
+    arm_wake(loop.ring, wake_fd_.get());
     for (;;) {
-        int rc = io_uring_submit_and_wait(ring.get(), 1);
+        int rc = io_uring_submit_and_wait(loop.ring.get(), 1);
         if (rc < 0 && rc != -EINTR && rc != -EBUSY) {
             log_error("acceptor: io_uring_enter: %s", strerror(-rc));
             return;
         }
         unsigned head, seen = 0;
         io_uring_cqe* cqe;
-        io_uring_for_each_cqe(ring.get(), head, cqe) {
+        io_uring_for_each_cqe(loop.ring.get(), head, cqe) {
             ++seen;
-            uint64_t key = cqe->user_data;
-            int res = cqe->res;
-            bool ended = !(cqe->flags & IORING_CQE_F_MORE);
-            if (key & kCancelBit && key != kWakeRequest && key != kPauseRequest) {
-                int listener = int(key & ~kCancelBit);
-                if (contains(armed, listener) && (paused_ || is_retiring(listener)))
-                    cancel_accept(ring, listener);
-                continue;
-            }
-            if (key == kWakeRequest) {
-                if (stop_requested_.load()) return;
-                ListenerChange change = take_changes();
-                for (int fd : change.removed) {
-                    auto it = std::find_if(listeners_.begin(), listeners_.end(),
-                                           [fd](const UniqueFd& l) { return l.get() == fd; });
-                    if (it == listeners_.end()) continue;
-                    if (contains(armed, fd)) {
-                        cancel_accept(ring, fd);
-                        retiring.push_back(std::move(*it));
-                    }
-                    listeners_.erase(it);
-                }
-                for (UniqueFd& fd : change.added) {
-                    if (!paused_) arm(fd.get());
-                    listeners_.push_back(std::move(fd));
-                }
-                if (ended) arm_wake(ring, wake_fd_.get());
-                continue;
-            }
-            if (key == kPauseRequest) {
-                paused_ = false;
-                for (const UniqueFd& listener : listeners_)
-                    arm(listener.get());
-                continue;
-            }
-            int listener = int(key);
-            if (ended) {
-                std::erase(armed, listener);
-                std::erase_if(retiring,
-                              [listener](const UniqueFd& l) { return l.get() == listener; });
-            }
-            if (res >= 0) {
-                AcceptedSocket socket;
-                socket.fd = res;
-                socket.peer.length = sizeof socket.peer.storage;
-                if (getpeername(res, &socket.peer.storage.any, &socket.peer.length) != 0)
-                    socket.peer.length = 0;
-                take_connection(socket);
-                if (ended && !paused_ && is_listener(listener)) arm(listener);
-            } else if (res == -EMFILE || res == -ENFILE) {
-                shed_one(listener, -res);
-                if (!paused_) {
-                    // Back off: stop every accept, resume when the timeout fires.
-                    paused_ = true;
-                    for (int fd : armed)
-                        cancel_accept(ring, fd);
-                    io_uring_sqe* sqe = ring.next_sqe();
-                    io_uring_prep_timeout(sqe, &pause, 0, 0);
-                    io_uring_sqe_set_data64(sqe, kPauseRequest);
-                }
-            } else if (res != -ECANCELED) {
-                if (res != -ECONNABORTED && res != -EINTR && res != -EAGAIN)
-                    log_error("accept: %s", strerror(-res));
-                if (ended && !paused_ && is_listener(listener)) arm(listener);
-            }
+            if (!loop.on_completion(*cqe)) return;
         }
-        io_uring_cq_advance(ring.get(), seen);
+        io_uring_cq_advance(loop.ring.get(), seen);
         wake_reactors();
+    }
+}
+
+bool Acceptor::UringLoop::on_completion(const io_uring_cqe& cqe) {
+    uint64_t key = cqe.user_data;
+    bool ended = !(cqe.flags & IORING_CQE_F_MORE);
+    if (key == kWakeRequest) return on_wake(ended);
+    if (key == kPauseRequest) {
+        acceptor.paused_ = false;
+        for (const UniqueFd& listener : acceptor.listeners_)
+            arm(listener.get());
+        return true;
+    }
+    if (key & kCancelBit) {
+        int listener = int(key & ~kCancelBit);
+        if (contains(armed, listener) && (acceptor.paused_ || is_retiring(listener)))
+            cancel_accept(ring, listener);
+        return true;
+    }
+    on_accept(int(key), cqe.res, ended);
+    return true;
+}
+
+// The eventfd: a stop, or listeners to add and remove (SIGHUP).
+bool Acceptor::UringLoop::on_wake(bool ended) {
+    if (acceptor.stop_requested_.load()) return false;
+    ListenerChange change = acceptor.take_changes();
+    std::vector<UniqueFd>& listeners = acceptor.listeners_;
+    for (int fd : change.removed) {
+        auto it = std::find_if(listeners.begin(), listeners.end(),
+                               [fd](const UniqueFd& l) { return l.get() == fd; });
+        if (it == listeners.end()) continue;
+        if (contains(armed, fd)) {
+            cancel_accept(ring, fd);
+            retiring.push_back(std::move(*it));
+        }
+        listeners.erase(it);
+    }
+    for (UniqueFd& fd : change.added) {
+        if (!acceptor.paused_) arm(fd.get());
+        listeners.push_back(std::move(fd));
+    }
+    if (ended) arm_wake(ring, acceptor.wake_fd_.get());
+    return true;
+}
+
+void Acceptor::UringLoop::on_accept(int listener, int result, bool ended) {
+    if (ended) {
+        std::erase(armed, listener);
+        std::erase_if(retiring, [listener](const UniqueFd& l) { return l.get() == listener; });
+    }
+    if (result >= 0) {
+        AcceptedSocket socket;
+        socket.fd = result;
+        socket.peer.length = sizeof socket.peer.storage;
+        if (getpeername(result, &socket.peer.storage.any, &socket.peer.length) != 0)
+            socket.peer.length = 0;
+        acceptor.take_connection(socket);
+        if (ended && !acceptor.paused_ && acceptor.is_listener(listener)) arm(listener);
+    } else if (result == -EMFILE || result == -ENFILE) {
+        acceptor.shed_one(listener, -result);
+        if (!acceptor.paused_) {
+            // Back off: stop every accept, resume when the timeout fires.
+            acceptor.paused_ = true;
+            for (int fd : armed)
+                cancel_accept(ring, fd);
+            io_uring_sqe* sqe = ring.next_sqe();
+            io_uring_prep_timeout(sqe, &pause, 0, 0);
+            io_uring_sqe_set_data64(sqe, kPauseRequest);
+        }
+    } else if (result != -ECANCELED) {
+        if (result != -ECONNABORTED && result != -EINTR && result != -EAGAIN)
+            log_error("accept: %s", strerror(-result));
+        if (ended && !acceptor.paused_ && acceptor.is_listener(listener)) arm(listener);
     }
 }
 
