@@ -264,7 +264,7 @@ void UpstreamConnection::handle_record(const Record& record) {
 // logged as two lines; php-fpm sends whole lines in practice.
 void UpstreamConnection::log_stderr(std::string_view text) {
     if (!log_enabled(LogLevel::Warn)) return;
-    std::string escaped;
+    std::string script = escaped_script(), escaped;
     while (!text.empty()) {
         size_t newline = text.find('\n');
         std::string_view line = text.substr(0, newline);
@@ -273,7 +273,7 @@ void UpstreamConnection::log_stderr(std::string_view text) {
         if (line.empty()) continue;
         escaped.clear();
         append_log_escaped(line, escaped);
-        log_warn("FastCGI stderr from \"%s\": %s", escaped_script().c_str(), escaped.c_str());
+        log_warn("FastCGI stderr from \"%s\": %s", script.c_str(), escaped.c_str());
     }
 }
 
