@@ -43,6 +43,7 @@ CgiParseStatus CgiResponseParser::feed(std::span<const char> data, size_t& consu
             static_cast<const char*>(std::memchr(begin, '\n', data.size() - consumed));
         size_t take = newline ? static_cast<size_t>(newline - begin) + 1 : data.size() - consumed;
         if (buffer_.size() + take > kMaxHeaderBlock) {
+            error_value_ = {};
             fail("header block too large");
             return CgiParseStatus::Error;
         }
@@ -64,6 +65,7 @@ CgiParseStatus CgiResponseParser::feed(std::span<const char> data, size_t& consu
 
 bool CgiResponseParser::parse_line(size_t begin, size_t end) {
     std::string_view line(buffer_.data() + begin, end - begin);
+    error_value_ = line;
     size_t colon = line.find(':');
     if (colon == std::string_view::npos || colon == 0) return fail("header line without a name");
     std::string_view name = line.substr(0, colon);
@@ -75,13 +77,19 @@ bool CgiResponseParser::parse_line(size_t begin, size_t end) {
         }))
         return fail("control character in a header value");
     if (equals_ignore_case(name, "status")) {
+        error_value_ = value;
         // "Status: 404 Not Found": three digits, then an optional reason.
         int code = 0;
         auto result = std::from_chars(value.data(), value.data() + value.size(), code);
         if (has_status_ || result.ec != std::errc() || result.ptr - value.data() != 3 ||
-            code < 100 || code > 599 ||
             (result.ptr != value.data() + value.size() && *result.ptr != ' '))
             return fail("bad Status header");
+        // RFC 9110 §15.2: a 1xx is interim, never the answer to a request, and §15.2.2:
+        // no 101 without an Upgrade the client asked for. Passing one on would leave
+        // the real response (and a pipelined request's) out of step: a desync, or a
+        // front proxy switching to a tunnel (issue 14).
+        if (code >= 100 && code <= 199) return fail("interim (1xx) Status in a final response");
+        if (code < 200 || code > 599) return fail("Status outside 200..599");
         has_status_ = true;
         status_ = code;
         reason_ = trim(value.substr(3));
@@ -116,6 +124,7 @@ void CgiResponseParser::reset() {
     content_length_.reset();
     headers_.clear();
     error_ = {};
+    error_value_ = {};
 }
 
 } // namespace lepus::fastcgi

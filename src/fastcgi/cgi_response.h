@@ -3,9 +3,10 @@
 //
 // Lines end with LF or CRLF; the block ends at an empty line. "Status: 201
 // Created" sets the status (RFC 3875 §6.3.3); without it a Location header
-// means 302 and anything else 200, as nginx does. The header bytes are copied
-// into an internal buffer reserved once (kMaxHeaderBlock), so the views of
-// headers() stay valid until reset() however the stream was split into records.
+// means 302 and anything else 200, as nginx does. A Status outside 200..599 is
+// an Error: a 1xx is interim (RFC 9110 §15.2) and cannot end the exchange. The header bytes are
+// copied into an internal buffer reserved once (kMaxHeaderBlock), so the views of headers() stay
+// valid until reset() however the stream was split into records.
 #pragma once
 
 #include "http/request.h"
@@ -40,6 +41,10 @@ public:
     std::optional<uint64_t> content_length() const { return content_length_; }
     // Why the last Error happened (a constant string for the error log).
     std::string_view error() const { return error_; }
+    // The backend's bytes that caused the last Error (the Status value, else the whole
+    // line; empty for an oversized block). Untrusted: escape before logging. Valid
+    // until reset().
+    std::string_view error_value() const { return failed_ ? error_value_ : std::string_view(); }
     // Prepares for the next response (keeps buffer capacity).
     void reset();
 
@@ -58,6 +63,7 @@ private:
     std::optional<uint64_t> content_length_;
     std::vector<Header> headers_;
     std::string_view error_;
+    std::string_view error_value_; // into buffer_
 };
 
 } // namespace lepus::fastcgi

@@ -1,6 +1,7 @@
 #include "fastcgi/upstream.h"
 
 #include "log/error_log.h"
+#include "log/log_escape.h"
 
 #include <algorithm>
 #include <cerrno>
@@ -229,12 +230,7 @@ void UpstreamConnection::handle_record(const Record& record) {
         if (!head_done_) {
             size_t consumed = 0;
             CgiParseStatus status = parser_.feed(data, consumed);
-            if (status == CgiParseStatus::Error) {
-                log_error("FastCGI %s: bad CGI header block from \"%s\": %.*s",
-                          pool_.options().address.text.c_str(), script_.c_str(),
-                          int(parser_.error().size()), parser_.error().data());
-                return fail(UpstreamFailure::Protocol, "bad header block");
-            }
+            if (status == CgiParseStatus::Error) return fail_bad_head();
             if (status == CgiParseStatus::Again) return;
             head_done_ = true;
             data = data.subspan(consumed);
@@ -242,15 +238,8 @@ void UpstreamConnection::handle_record(const Record& record) {
         body_.append(data.data(), data.size());
         return;
     }
-    case RecordType::Stderr: {
-        std::string_view text(record.content.data(), record.content.size());
-        while (!text.empty() && (text.back() == '\n' || text.back() == '\r'))
-            text.remove_suffix(1);
-        if (!text.empty())
-            log_warn("FastCGI stderr from \"%s\": %.*s", script_.c_str(), int(text.size()),
-                     text.data());
-        return;
-    }
+    case RecordType::Stderr:
+        return log_stderr({record.content.data(), record.content.size()});
     case RecordType::EndRequest: {
         auto end = parse_end_request(record.content);
         if (!end) return fail(UpstreamFailure::Protocol, "bad END_REQUEST");
@@ -266,6 +255,46 @@ void UpstreamConnection::handle_record(const Record& record) {
     default:
         return fail(UpstreamFailure::Protocol, "unexpected record type");
     }
+}
+
+// One error-log line per line of the script's stderr. The bytes are the script's
+// (and so often a client's: a logged header, a form field): a raw newline or ESC
+// would forge log lines or drive the terminal that shows the log (issue 14), so
+// they are escaped as the access log escapes. A line split across two records is
+// logged as two lines; php-fpm sends whole lines in practice.
+void UpstreamConnection::log_stderr(std::string_view text) {
+    if (!log_enabled(LogLevel::Warn)) return;
+    std::string script = escaped_script(), escaped;
+    while (!text.empty()) {
+        size_t newline = text.find('\n');
+        std::string_view line = text.substr(0, newline);
+        text.remove_prefix(newline == std::string_view::npos ? text.size() : newline + 1);
+        if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+        if (line.empty()) continue;
+        escaped.clear();
+        append_log_escaped(line, escaped);
+        log_warn("FastCGI stderr from \"%s\": %s", script.c_str(), escaped.c_str());
+    }
+}
+
+// A header block that cannot be passed on (malformed, or a 1xx Status): one
+// error-log line naming the script and the offending bytes, then 502 for the client.
+void UpstreamConnection::fail_bad_head() {
+    std::string reason = "bad CGI header block: ";
+    reason.append(parser_.error());
+    if (!parser_.error_value().empty()) {
+        reason.append(" (\"");
+        append_log_escaped(parser_.error_value(), reason);
+        reason.append("\")");
+    }
+    fail(UpstreamFailure::Protocol, reason.c_str());
+}
+
+// The script name comes from the request path: escaped like everything else from outside.
+std::string UpstreamConnection::escaped_script() const {
+    std::string escaped;
+    append_log_escaped(script_, escaped);
+    return escaped;
 }
 
 bool UpstreamConnection::can_retry() const {
@@ -308,7 +337,8 @@ void UpstreamConnection::fail(UpstreamFailure failure, const char* reason) {
     if (failure_ != UpstreamFailure::None) return;
     failure_ = failure;
     log_error("FastCGI %s: %s%s%s%s", pool_.options().address.text.c_str(), reason,
-              script_.empty() ? "" : " (script \"", script_.c_str(), script_.empty() ? "" : "\")");
+              script_.empty() ? "" : " (script \"", escaped_script().c_str(),
+              script_.empty() ? "" : "\")");
     close_socket();
     if (state_ == State::Draining) {
         state_ = State::Closed;
@@ -454,10 +484,6 @@ void UpstreamPool::publish_gauges() {
     published_busy_ = busy;
     published_idle_ = idle;
     published_queued_ = queued;
-}
-
-size_t UpstreamPool::open_connections() const {
-    return connections_.size() - closed_.size();
 }
 
 void UpstreamPool::acquire(UpstreamClient& client) {

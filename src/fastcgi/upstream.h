@@ -148,12 +148,14 @@ private:
     void attach(UpstreamClient& client);
     void connect_socket();
     void close_socket();
-    void on_connected();
     void read_available();
     void process_input();
     void handle_record(const Record& record);
     void on_io_error(int error, const char* what);
     void fail(UpstreamFailure failure, const char* reason);
+    void fail_bad_head();
+    void log_stderr(std::string_view text);
+    std::string escaped_script() const;
     bool can_retry() const;
     void retry();
     void finish_draining();
@@ -218,8 +220,7 @@ public:
     void close_all();
 
     const UpstreamOptions& options() const { return options_; }
-    // Connections with an open socket, and idle ones among them; for tests and logs.
-    size_t open_connections() const;
+    // Idle connections in the pool; for tests and logs.
     size_t idle_connections() const { return idle_.size(); }
     size_t queued() const { return queue_size_; }
     // Connections assigned to a request or draining one.

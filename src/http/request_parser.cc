@@ -27,7 +27,13 @@ constexpr std::array<uint8_t, 256> make_byte_classes() {
         "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
     add(alnum, kTokenByte | kTargetByte | kHostByte);
     add("!#$%&'*+-.^_`|~", kTokenByte);
-    add("-._~!$&'()*+,;=:@/", kTargetByte); // and '?', '%', '[', ']', handled apart
+    add("-._~!$&'()*+,;=:@/", kTargetByte); // and '?', '%', '[', ']', '"', handled apart
+    // Not in RFC 3986, but sent raw by browsers and tools (WHATWG URL leaves them
+    // unencoded; curl sends what it is given), and accepted by nginx 1.22 in the
+    // path and the query (issue 14). None of them can end the request line, so
+    // accepting them opens no smuggling; the path is percent-decoded and normalised
+    // as usual afterwards, and '\\' is no separator on Linux.
+    add("|^{}\\`", kTargetByte);
     add("-._~!$&'()*+,;=", kHostByte);
     for (int c = 0x21; c <= 0x7e; ++c)
         table[c] |= kValueByte;
@@ -408,7 +414,12 @@ ParseStatus RequestParser::parse(std::span<const char> data) {
                     if (query_mark_ == 0) query_mark_ = p + 1;
                 } else if (buf[p] == '%' || buf[p] == '[' || buf[p] == ']') {
                     target_needs_check_ = true;
-                } else {
+                } else if (buf[p] != '"' || query_mark_ == 0) {
+                    // A raw '"' only in the query, where old clients send it (browsers
+                    // encode it in the path). Still refused, though nginx takes them:
+                    // '<', '>', '#' (no browser sends them raw), and CTLs, SP, DEL and
+                    // bytes >= 0x80 (RFC 9112 §3.2; a lenient split on them is how
+                    // request lines are smuggled).
                     break;
                 }
                 ++p;
@@ -552,11 +563,15 @@ bool RequestParser::finish_request_line(const char* buf) {
         fail(400, "invalid HTTP version");
         return false;
     }
-    if (version[5] != '1' || (version[7] != '0' && version[7] != '1')) {
+    // RFC 9110 §2.5: a 1.x request with a minor version above ours is processed (and
+    // answered) as the highest 1.x we speak, 1.1, as nginx does; another major
+    // version in an HTTP/1 request line stays 505. HTTP/0.x too: 0.9 has no version
+    // field at all, so "HTTP/0.9" is not a request we can answer as it expects.
+    if (version[5] != '1') {
         fail(505, "unsupported HTTP version");
         return false;
     }
-    version_minor_ = version[7] - '0';
+    version_minor_ = version[7] == '0' ? 0 : 1;
     std::optional<Method> method =
         known_method(std::string_view(buf + line_start_, method_end_ - line_start_));
     if (!method) {
@@ -658,16 +673,22 @@ bool RequestParser::finish_field(const char* buf) {
         if (version_minor_ == 0) return fail(400, "Transfer-Encoding in HTTP/1.0"), false;
         has_transfer_encoding_ = true;
         bool valid = true, chunked_twice = false;
-        for_each_element(value, [&](std::string_view coding) {
-            coding = trim_ows(coding.substr(0, coding.find(';')));
+        bool chunked_parameters = false;
+        for_each_element(value, [&](std::string_view element) {
+            std::string_view coding = trim_ows(element.substr(0, element.find(';')));
             for (char c : coding)
                 if (!has_class(c, kTokenByte)) valid = false;
             if (coding.empty()) valid = false;
             if (chunked_seen_) chunked_twice = true; // chunked must be the final coding
             chunked_seen_ = equals_lower(coding, "chunked");
             if (!chunked_seen_) unsupported_coding_ = true;
+            // RFC 9112 §7: chunked takes no parameters. "chunked;x=y" is no coding we
+            // know, and a front end that ignores the parameter frames the body
+            // differently from one that does not: 400 and close, not 501.
+            if (chunked_seen_ && coding.size() != element.size()) chunked_parameters = true;
         });
         if (!valid) return fail(400, "invalid Transfer-Encoding"), false;
+        if (chunked_parameters) return fail(400, "parameters on chunked"), false;
         if (chunked_twice) return fail(400, "chunked is not the final transfer coding"), false;
         return true;
     }

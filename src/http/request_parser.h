@@ -10,8 +10,10 @@
 // one SP between request-line parts, no whitespace before a field's colon, no
 // obs-fold, no bare CR, no control characters, a single well-formed Host, one
 // Content-Length value, chunked as the final (and only) transfer coding, never
-// both framings. One leniency, allowed by RFC 9112 §2.2: a bare LF ends the
-// request line and field lines as CRLF does (a bare CR never does).
+// both framings, no parameters on chunked. Leniencies: a bare LF ends the request
+// line and field lines as CRLF does (RFC 9112 §2.2; a bare CR never does); the
+// characters browsers send raw in a target ("|^{}\`", and '"' in the query) are
+// accepted as nginx accepts them; HTTP/1.2..1.9 is read as HTTP/1.1 (RFC 9110 §2.5).
 #pragma once
 
 #include "http/request.h"

@@ -3,10 +3,10 @@
 #include "base/units.h"
 #include "fastcgi/backend_address.h"
 #include "log/log_level.h"
+#include "net/cidr.h"
 #include "net/socket.h"
 
 #include <CLI/CLI.hpp>
-#include <arpa/inet.h>
 #include <cstdio>
 #include <fcntl.h>
 #include <map>
@@ -108,19 +108,6 @@ int usage_error(const std::string& message) {
     return 2;
 }
 
-// Does `cidr` parse as ADDRESS/BITS (IPv4 or IPv6)?
-bool is_cidr(const std::string& cidr) {
-    size_t slash = cidr.find('/');
-    std::string address = cidr.substr(0, slash);
-    unsigned char raw[16];
-    int family = address.find(':') != std::string::npos ? AF_INET6 : AF_INET;
-    if (inet_pton(family, address.c_str(), raw) != 1) return false;
-    if (slash == std::string::npos) return true;
-    int bits = std::atoi(cidr.c_str() + slash + 1);
-    return bits >= 0 && bits <= (family == AF_INET6 ? 128 : 32) &&
-           cidr.find_first_not_of("0123456789", slash + 1) == std::string::npos;
-}
-
 CommandLineResult parse_arguments(const std::vector<std::string>& arguments, ServerOptions& options,
                                   const std::map<std::string, std::string>& origins) {
     CLI::App app{"lepus: a fast HTTP/1.1 server. Serves ROOT (default: the current directory)."};
@@ -216,7 +203,8 @@ CommandLineResult parse_arguments(const std::vector<std::string>& arguments, Ser
         ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)
         ->check(CLI::Validator(
             [](std::string& cidr) {
-                return is_cidr(cidr) ? std::string() : "'" + cidr + "' is not ADDRESS/BITS";
+                std::string error;
+                return parse_cidr(cidr, error) ? std::string() : error;
             },
             "CIDR"));
     app.add_option("--user", options.user, "Run as this user after binding (when started as root)");

@@ -97,6 +97,47 @@ TEST(CgiResponse, MalformedIsAnError) {
     }
 }
 
+// Issue 14: PHP's http_response_code(100) or (101) sends "Status: 1xx". Passed on, it
+// made lepus answer 101 with the body dropped and the next response answer this
+// request (a desync). A 1xx is interim (RFC 9110 §15.2): never a CGI response.
+TEST(CgiResponse, InterimOrOutOfRangeStatusIsAnError) {
+    for (std::string_view bad :
+         {"Status: 100\n\n", "Status: 100 Continue\r\nContent-Type: text/html\r\n\r\nbody",
+          "Status: 101 Switching Protocols\r\n\r\nbody", "Status: 102\n\n", "Status: 103\n\n",
+          "Status: 199 x\n\n", "Status: 000\n\n", "Status: 099\n\n", "Status: 600\n\n",
+          "Status: 999\n\n", "Status: 1O1\n\n", "Status: +101\n\n", "Status: 101x\n\n",
+          "Status:\n\n"}) {
+        for (size_t cut = 0; cut <= bad.size(); ++cut) {
+            CgiResponseParser parser;
+            EXPECT_EQ(parse(bad, cut, parser).status, CgiParseStatus::Error)
+                << bad << " cut at " << cut;
+        }
+    }
+    CgiResponseParser parser;
+    size_t consumed = 0;
+    ASSERT_EQ(parser.feed(std::string_view("X: 1\nStatus: 101 Switching Protocols\n\n"), consumed),
+              CgiParseStatus::Error);
+    EXPECT_EQ(parser.error(), "interim (1xx) Status in a final response");
+    EXPECT_EQ(parser.error_value(), "101 Switching Protocols"); // for the error-log line
+    parser.reset();
+    EXPECT_EQ(parser.error_value(), "");
+    ASSERT_EQ(parser.feed(std::string_view("Status: 600\n\n"), consumed), CgiParseStatus::Error);
+    EXPECT_EQ(parser.error(), "Status outside 200..599");
+    EXPECT_EQ(parser.error_value(), "600");
+}
+
+TEST(CgiResponse, FinalStatusBoundsAreAccepted) {
+    EXPECT_EQ(parse("Status: 200\n\n").code, 200);
+    EXPECT_EQ(parse("Status: 599 Odd\n\n").code, 599);
+}
+
+TEST(CgiResponse, ErrorValueOfAMalformedLineIsTheLine) {
+    CgiResponseParser parser;
+    size_t consumed = 0;
+    ASSERT_EQ(parser.feed(std::string_view("A: 1\nno colon\n\n"), consumed), CgiParseStatus::Error);
+    EXPECT_EQ(parser.error_value(), "no colon");
+}
+
 TEST(CgiResponse, OversizedBlockIsAnError) {
     std::string block;
     while (block.size() <= CgiResponseParser::kMaxHeaderBlock)

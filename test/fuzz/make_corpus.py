@@ -70,6 +70,17 @@ def requests():
         crlf("GET / HTTP/1.1", "Host: x", "Content-Length: 1, 2"),
         b"GET / HTTP/1.1\r\nHost: x\rX: y\r\n\r\n",
         b"GET /%zz HTTP/1.1\r\nHost: x\r\n\r\n",
+        # Issue 14: chunked with parameters (400), raw browser characters (accepted),
+        # a '"' in the path, control and high bytes in the query (400), HTTP/1.2 (read
+        # as 1.1) and HTTP/3.0 (505).
+        crlf("POST / HTTP/1.1", "Host: x", "Transfer-Encoding: chunked;x=y") +
+        b"5\r\nhello\r\n0\r\n\r\n",
+        crlf("POST / HTTP/1.1", "Host: x", "Transfer-Encoding: gzip, chunked ; q=1"),
+        crlf("GET /a|b^c{d}e\\f`g?q={\"a\":1}|^` HTTP/1.1", "Host: x"),
+        crlf("GET /a\"b HTTP/1.1", "Host: x"),
+        b"GET /a?x=\x1b\xff HTTP/1.1\r\nHost: x\r\n\r\n",
+        crlf("GET / HTTP/1.2", "Host: x") + crlf("GET / HTTP/1.9", "Host: x"),
+        crlf("GET / HTTP/3.0", "Host: x"),
     ]
     for seed in seeds:
         write("request_parser", seed)
@@ -173,6 +184,12 @@ def cgi():
         b"X: a\x01b\r\n\r\n",
         b": empty name\r\n\r\n",
         b"X-Long: " + b"v" * 3000 + b"\r\n\r\n",
+        # Issue 14: a 1xx (interim) or out-of-range Status is an error, never a response.
+        b"Status: 100 Continue\r\nContent-type: text/html; charset=UTF-8\r\n\r\nbody",
+        b"Status: 101 Switching Protocols\r\nContent-type: text/html\r\n\r\nbody",
+        b"Status: 103\r\nLink: </a.css>; rel=preload\r\n\r\n",
+        b"Status: 600 Beyond\r\n\r\n",
+        b"Status: 599\r\n\r\n",
     ]
     for seed in seeds:
         write("cgi_response", seed)

@@ -206,6 +206,23 @@ const ValidCase kValidCases[] = {
      "/", "", "h", 1, true},
     {"unknown long header", "GET / HTTP/1.1\r\nHost: h\r\nX-!#$%&'*+-.^_`|~: v\r\n\r\n",
      Method::Get, "/", "", "h", 1, true},
+    // Issue 14: what browsers send raw, accepted as nginx 1.22 accepts it.
+    {"pipe caret braces backslash backtick in path",
+     "GET /a|b^c{d}e\\f`g HTTP/1.1\r\nHost: h\r\n\r\n", Method::Get, "/a|b^c{d}e\\f`g", "", "h", 1,
+     true},
+    {"raw characters in query", "GET /s?q={\"a\":1}|^`\\ HTTP/1.1\r\nHost: h\r\n\r\n", Method::Get,
+     "/s", "q={\"a\":1}|^`\\", "h", 1, true},
+    {"double quote in query", "GET /s?q=\"x\" HTTP/1.1\r\nHost: h\r\n\r\n", Method::Get, "/s",
+     "q=\"x\"", "h", 1, true},
+    {"raw characters in absolute-form path", "GET http://h/a{b}?c|d HTTP/1.1\r\nHost: x\r\n\r\n",
+     Method::Get, "/a{b}", "c|d", "h", 1, true},
+    // RFC 9110 §2.5: a higher 1.x minor version is read as 1.1 (issue 14).
+    {"HTTP/1.2 read as 1.1", "GET / HTTP/1.2\r\nHost: h\r\n\r\n", Method::Get, "/", "", "h", 1,
+     true},
+    {"HTTP/1.9 read as 1.1 needs Host", "GET / HTTP/1.9\r\nHost: h\r\nConnection: close\r\n\r\n",
+     Method::Get, "/", "", "h", 1, false},
+    {"HTTP/1.2 chunked", "POST / HTTP/1.2\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n",
+     Method::Post, "/", "", "h", 1, true, std::nullopt, true},
 };
 
 class ValidRequest : public testing::TestWithParam<ValidCase> {};
@@ -277,11 +294,15 @@ const ErrorCase kErrorCases[] = {
     {"double quote", "GET /a\"b HTTP/1.1\r\nHost: h\r\n\r\n", 400},
     {"less than", "GET /a<b HTTP/1.1\r\nHost: h\r\n\r\n", 400},
     {"greater than", "GET /a>b HTTP/1.1\r\nHost: h\r\n\r\n", 400},
-    {"backslash", "GET /a\\b HTTP/1.1\r\nHost: h\r\n\r\n", 400},
-    {"caret", "GET /a^b HTTP/1.1\r\nHost: h\r\n\r\n", 400},
-    {"backtick", "GET /a`b HTTP/1.1\r\nHost: h\r\n\r\n", 400},
-    {"braces", "GET /a{b} HTTP/1.1\r\nHost: h\r\n\r\n", 400},
-    {"pipe", "GET /a|b HTTP/1.1\r\nHost: h\r\n\r\n", 400},
+    {"double quote before a later query", "GET /a\"b?c HTTP/1.1\r\nHost: h\r\n\r\n", 400},
+    {"less than in query", "GET /a?x=<b HTTP/1.1\r\nHost: h\r\n\r\n", 400},
+    {"greater than in query", "GET /a?x=b> HTTP/1.1\r\nHost: h\r\n\r\n", 400},
+    {"fragment after query", "GET /a?x=1#f HTTP/1.1\r\nHost: h\r\n\r\n", 400},
+    {"control byte in query", "GET /a?x=\x1b HTTP/1.1\r\nHost: h\r\n\r\n", 400},
+    {"high byte in query", "GET /a?x=\xff HTTP/1.1\r\nHost: h\r\n\r\n", 400},
+    {"tab in query", "GET /a?x=\t HTTP/1.1\r\nHost: h\r\n\r\n", 400},
+    {"pipe in absolute-form host", "GET http://a|b/ HTTP/1.1\r\nHost: h\r\n\r\n", 400},
+    {"brace in Host", "GET / HTTP/1.1\r\nHost: a{b\r\n\r\n", 400},
     {"brackets in path", "GET /a[b] HTTP/1.1\r\nHost: h\r\n\r\n", 400},
     {"brackets in query", "GET /a?[b] HTTP/1.1\r\nHost: h\r\n\r\n", 400},
     {"bad percent", "GET /%zz HTTP/1.1\r\nHost: h\r\n\r\n", 400},
@@ -353,6 +374,15 @@ const ErrorCase kErrorCases[] = {
      "POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: gzip\r\n\r\n",
      400},
     {"invalid coding", "POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chu nked\r\n\r\n", 400},
+    // RFC 9112 §7: chunked has no parameters (issue 14).
+    {"chunked with a parameter",
+     "POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked;x=y\r\n\r\n", 400},
+    {"chunked with a spaced parameter",
+     "POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: Chunked ; q=1\r\n\r\n", 400},
+    {"chunked with an empty parameter",
+     "POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked;\r\n\r\n", 400},
+    {"chunked with a parameter after gzip",
+     "POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: gzip, chunked;a=b\r\n\r\n", 400},
     {"empty transfer encoding", "POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding:\r\n\r\n", 400},
     // 501: well-formed but not implemented.
     {"lowercase method", "get / HTTP/1.1\r\nHost: h\r\n\r\n", 501},
@@ -366,9 +396,11 @@ const ErrorCase kErrorCases[] = {
      501},
     // 505: well-formed but another version.
     {"HTTP/2.0", "GET / HTTP/2.0\r\nHost: h\r\n\r\n", 505},
-    {"HTTP/1.2", "GET / HTTP/1.2\r\nHost: h\r\n\r\n", 505},
     {"HTTP/0.9 version", "GET / HTTP/0.9\r\nHost: h\r\n\r\n", 505},
     {"HTTP/3.0", "GET / HTTP/3.0\r\nHost: h\r\n\r\n", 505},
+    {"HTTP/2.1", "GET / HTTP/2.1\r\nHost: h\r\n\r\n", 505},
+    {"HTTP/1.2 without Host", "GET / HTTP/1.2\r\n\r\n", 400},
+    {"HTTP/1.10", "GET / HTTP/1.10\r\nHost: h\r\n\r\n", 400},
 };
 
 class InvalidRequest : public testing::TestWithParam<ErrorCase> {};
