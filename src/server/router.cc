@@ -18,6 +18,12 @@ ReplyContext reply_context(const Exchange& exchange) {
 
 } // namespace
 
+Router::Router(Worker& worker, const ServerOptions& options) : worker_(worker) {
+    std::string error; // the options were checked when they were read
+    for (const std::string& text : options.status_allow)
+        if (auto network = parse_cidr(text, error)) status_allow_.push_back(*network);
+}
+
 SiteHandlers& Router::pick_site(Exchange& exchange) {
     if (exchange.site) return *static_cast<SiteHandlers*>(exchange.site);
     // The set is kept until the exchange ends (SIGHUP may replace it): the
@@ -38,7 +44,7 @@ void Router::start(Exchange& exchange) {
     worker_.publish_cache_stats();
     const std::string& status_path = worker_.options().status_path;
     if (!status_path.empty() && request.path == status_path) {
-        serve_status(worker_, exchange);
+        serve_status(worker_, status_allow_, exchange);
         return;
     }
     if (serve_redirect(exchange, site)) return add_rule_headers(exchange, site);

@@ -14,8 +14,11 @@
 #pragma once
 
 #include "http/exchange.h"
+#include "net/cidr.h"
+#include "server/options.h"
 
 #include <string>
+#include <vector>
 
 namespace lepus {
 
@@ -24,7 +27,8 @@ struct SiteHandlers;
 
 class Router final : public ExchangeHandler {
 public:
-    explicit Router(Worker& worker) : worker_(worker) {}
+    // `options` must be the worker's (already checked: --status-allow parses).
+    Router(Worker& worker, const ServerOptions& options);
 
     void start(Exchange& exchange) override;
     void fail(Exchange& exchange, int status, std::string_view extra_headers) override;
@@ -46,6 +50,7 @@ private:
     void add_rule_headers(Exchange& exchange, SiteHandlers& site);
 
     Worker& worker_;
+    std::vector<Cidr> status_allow_;
     std::string path_;       // scratch: the decoded path
     std::string rule_lines_; // scratch: header rule lines
     std::string log_line_;   // scratch: the access log line

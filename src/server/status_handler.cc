@@ -3,48 +3,10 @@
 #include "server/status_page.h"
 #include "server/worker.h"
 
-#include <arpa/inet.h>
-#include <cstring>
+#include <algorithm>
 
 namespace lepus {
 namespace {
-
-// Is `address` inside `cidr` ("127.0.0.0/8", "::1/128", or a bare address)?
-bool in_network(const SocketAddress& address, const std::string& cidr) {
-    size_t slash = cidr.find('/');
-    std::string network = cidr.substr(0, slash);
-    bool v6 = network.find(':') != std::string::npos;
-    unsigned char want[16] = {}, have[16] = {};
-    size_t length;
-    if (v6) {
-        if (inet_pton(AF_INET6, network.c_str(), want) != 1) return false;
-        length = 16;
-        if (address.storage.any.sa_family == AF_INET6) {
-            std::memcpy(have, &address.storage.v6.sin6_addr, 16);
-        } else { // an IPv4 client compared with an IPv6 network: as ::ffff:a.b.c.d
-            have[10] = have[11] = 0xff;
-            std::memcpy(have + 12, &address.storage.v4.sin_addr, 4);
-        }
-    } else {
-        if (inet_pton(AF_INET, network.c_str(), want) != 1) return false;
-        if (address.storage.any.sa_family != AF_INET) return false;
-        length = 4;
-        std::memcpy(have, &address.storage.v4.sin_addr, 4);
-    }
-    unsigned bits = slash == std::string::npos ? unsigned(length * 8)
-                                               : unsigned(std::atoi(cidr.c_str() + slash + 1));
-    for (size_t i = 0; i < length && bits > 0; ++i, bits = bits >= 8 ? bits - 8 : 0) {
-        unsigned char mask = bits >= 8 ? 0xff : static_cast<unsigned char>(0xff << (8 - bits));
-        if ((want[i] & mask) != (have[i] & mask)) return false;
-    }
-    return true;
-}
-
-bool status_allowed(const Worker& worker, const SocketAddress& peer) {
-    for (const std::string& network : worker.options().status_allow)
-        if (in_network(peer, network)) return true;
-    return false;
-}
 
 // Every worker's counters, summed where the page shows totals.
 StatusSnapshot take_snapshot(Worker& worker, const ServingSet& serving, uint64_t now_ms) {
@@ -84,12 +46,14 @@ StatusSnapshot take_snapshot(Worker& worker, const ServingSet& serving, uint64_t
 
 } // namespace
 
-void serve_status(Worker& worker, Exchange& exchange) {
+void serve_status(Worker& worker, std::span<const Cidr> allow, Exchange& exchange) {
     const Request& request = *exchange.request;
     Response& response = exchange.response;
     ReplyContext context{exchange.now_s, exchange.keep_alive, request.is_head(),
                          request.version_minor};
-    if (!status_allowed(worker, exchange.connection->peer))
+    const SocketAddress& peer = exchange.connection->peer;
+    if (std::none_of(allow.begin(), allow.end(),
+                     [&](const Cidr& network) { return network.contains(peer); }))
         return build_error_response(403, context, response);
     if (request.method != Method::Get && request.method != Method::Head)
         return build_error_response(405, context, response, "Allow: GET, HEAD\r\n");

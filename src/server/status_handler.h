@@ -4,14 +4,17 @@
 #pragma once
 
 #include "http/exchange.h"
+#include "net/cidr.h"
+
+#include <span>
 
 namespace lepus {
 
 class Worker;
 
 // Answers `exchange` with the status page of every worker of `worker`'s
-// server: 403 for a client outside --status-allow, 405 for a method other
-// than GET and HEAD.
-void serve_status(Worker& worker, Exchange& exchange);
+// server: 403 for a client outside `allow` (--status-allow), 405 for a method
+// other than GET and HEAD.
+void serve_status(Worker& worker, std::span<const Cidr> allow, Exchange& exchange);
 
 } // namespace lepus

@@ -23,7 +23,8 @@ Worker::Worker(const WorkerShared& shared, const ReactorOptions& reactor_options
     : shared_(shared),
       reactor_(reactor_options, load, live_total, &Worker::accept_connection, this),
       http1_options_(http1_options(shared.options)), states_(http1_options_),
-      router_(*this), http1_{router_, states_, reactor_.clock(), http1_options_, &stats_.phases},
+      router_(*this, shared.options), http1_{router_, states_, reactor_.clock(), http1_options_,
+                                             &stats_.phases},
       retire_timer_(this, &Worker::on_retire_timer) {}
 
 Worker::~Worker() {
