@@ -7,15 +7,22 @@ then runs the unpacked /usr/sbin/lepus: `-t` on the unpacked
 config names /usr/share/lepus/www and /var/log/lepus, which do not exist on this
 machine: the test runs a copy of it with those paths pointed into the scratch
 directory (and 127.0.0.1:0 for the listen addresses), changing nothing else.
-Also checks that `cmake --install --prefix` still works."""
+The logrotate snippet is run by the real logrotate on the logs of the unpacked
+lepus (a copy with the scratch log directory, the current user instead of
+"lepus adm", and `kill -USR1 PID` for the `systemctl kill` line). Also checks
+that `cmake --install --prefix` still works."""
+import grp
 import gzip
 import os
+import pwd
 import re
 import shutil
+import signal
 import socket
 import stat
 import subprocess
 import tempfile
+import time
 import unittest
 
 from harness import BINARY, read_response
@@ -167,25 +174,99 @@ class DebianPackage(unittest.TestCase):
         version = subprocess.run([lepus, "--version"], capture_output=True, text=True, timeout=30)
         self.assertIn(project_version(), version.stdout)
 
-    def test_installed_binary_serves_the_welcome_page(self):
+    def start_installed(self):
+        """The unpacked lepus on the scratch copy of the installed config:
+        (process, port, log directory)."""
         config, logs = self.scratch_config(listen="127.0.0.1:0")
         proc = subprocess.Popen([os.path.join(self.root, "usr/sbin/lepus"), "--config", config],
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        line = proc.stdout.readline()
+        match = re.search(r"http://127\.0\.0\.1:(\d+)/", line)
+        if not match:
+            proc.kill()
+            self.fail("lepus did not start: %r %s" % (line, proc.communicate()[1]))
+        return proc, int(match.group(1)), logs
+
+    def stop_installed(self, proc):
+        proc.terminate()
+        _, stderr = proc.communicate(timeout=30)
+        self.assertEqual(proc.returncode, 0, stderr)
+
+    @staticmethod
+    def get(port, path):
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
+            s.sendall(b"GET %s HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"
+                      % path.encode())
+            return read_response(s)
+
+    def test_installed_binary_serves_the_welcome_page(self):
+        proc, port, logs = self.start_installed()
         try:
-            line = proc.stdout.readline()
-            match = re.search(r"http://127\.0\.0\.1:(\d+)/", line)
-            self.assertIsNotNone(match, "lepus did not start: %r" % line)
-            with socket.create_connection(("127.0.0.1", int(match.group(1))), timeout=10) as s:
-                s.sendall(b"GET / HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
-                response = read_response(s)
+            response = self.get(port, "/")
             self.assertEqual(response.status, 200)
             self.assertIn(b"lepus works", response.body)
         finally:
-            proc.terminate()
-            _, stderr = proc.communicate(timeout=30)
-        self.assertEqual(proc.returncode, 0, stderr)
+            self.stop_installed(proc)
         with open(os.path.join(logs, "access.log")) as f:
             self.assertIn('"GET / HTTP/1.1" 200', f.read())
+
+    def wait_for_lines(self, path, wanted):
+        """Waits (up to 10 s) until the file holds every line in `wanted`."""
+        deadline = time.monotonic() + 10
+        while True:
+            with open(path) as f:
+                text = f.read()
+            if all(w in text for w in wanted) or time.monotonic() > deadline:
+                return text
+            time.sleep(0.1)
+
+    def test_logrotate_snippet_rotates_without_losing_a_line(self):
+        if not shutil.which("logrotate"):
+            print("logrotate is not installed (Debian package logrotate): snippet not run")
+            self.skipTest("logrotate is not installed")
+        proc, port, logs = self.start_installed()
+        try:
+            with open(os.path.join(self.root, "etc/logrotate.d/lepus")) as f:
+                snippet = f.read()
+            user = pwd.getpwuid(os.getuid()).pw_name
+            group = grp.getgrgid(os.getgid()).gr_name
+            for old, new in (("/var/log/lepus/*.log {", logs + "/*.log {"),
+                             ("create 0640 lepus adm", "create 0640 %s %s" % (user, group)),
+                             ("systemctl kill --kill-whom=main --signal=SIGUSR1 lepus.service",
+                              "kill -USR1 %d" % proc.pid)):
+                self.assertEqual(snippet.count(old), 1, old)
+                snippet = snippet.replace(old, new)
+            config = os.path.join(self.tmp, "logrotate.conf")
+            with open(config, "w") as f:
+                f.write(snippet)
+            access_log = os.path.join(logs, "access.log")
+            before = ["GET /?before=%d " % i for i in range(3)]
+            after = ["GET /?after=%d " % i for i in range(3)]
+            for line in before:
+                self.assertEqual(self.get(port, line.split()[1]).status, 200)
+            self.wait_for_lines(access_log, before)
+
+            done = subprocess.run(["logrotate", "-f", "-s", os.path.join(self.tmp, "state"),
+                                   config], capture_output=True, text=True, timeout=60)
+            self.assertEqual(done.returncode, 0, done.stdout + done.stderr)
+            self.assertEqual(stat.S_IMODE(os.stat(access_log).st_mode), 0o640, "create 0640")
+            # SIGUSR1 makes lepus reopen access.log; lines sent after that go there.
+            self.wait_for_lines(access_log + ".1", before)
+            for line in after:
+                self.assertEqual(self.get(port, line.split()[1]).status, 200)
+            self.wait_for_lines(access_log, after)
+        finally:
+            self.stop_installed(proc)
+        with open(access_log + ".1") as f:
+            rotated = f.read()
+        with open(access_log) as f:
+            current = f.read()
+        for line in before:
+            self.assertEqual(rotated.count(line), 1, line)
+            self.assertNotIn(line, current)
+        for line in after:
+            self.assertEqual(current.count(line), 1, line)
+            self.assertNotIn(line, rotated)
 
     def test_cmake_install_to_a_prefix_still_works(self):
         prefix = os.path.join(self.tmp, "prefix")
