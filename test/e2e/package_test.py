@@ -10,7 +10,15 @@ directory (and 127.0.0.1:0 for the listen addresses), changing nothing else.
 The logrotate snippet is run by the real logrotate on the logs of the unpacked
 lepus (a copy with the scratch log directory, the current user instead of
 "lepus adm", and `kill -USR1 PID` for the `systemctl kill` line). Also checks
-that `cmake --install --prefix` still works."""
+that `cmake --install --prefix` still works.
+
+Then the real thing, when the test runs as root: `dpkg -i`, `dpkg -r` and
+`dpkg -P` of the package, maintainer scripts and all, in a private mount
+namespace (unshare -m) whose /etc, /usr and /var are overlays over the host's
+with their writes going to the scratch directory: the host's files, users and
+package database are never touched. No systemd runs there (an empty /run), the
+case of a chroot or a container that the scripts must handle; triggers of other
+packages (man-db) are left pending, to keep it short."""
 import grp
 import gzip
 import os
@@ -267,6 +275,70 @@ class DebianPackage(unittest.TestCase):
         for line in after:
             self.assertEqual(current.count(line), 1, line)
             self.assertNotIn(line, rotated)
+
+    def test_dpkg_install_remove_purge_in_a_private_namespace(self):
+        if os.geteuid() != 0 or not shutil.which("unshare"):
+            print("not root or no unshare: dpkg -i in a private mount namespace not run")
+            self.skipTest("needs root and unshare")
+        overlays = os.path.join(self.tmp, "overlays")
+        for top in ("etc", "usr", "var"):
+            for part in ("upper", "work"):
+                os.makedirs(os.path.join(overlays, top, part))
+        # Each fact is printed as "phase.key=value"; the assertions are below.
+        script = """
+mount --make-rprivate / || exit 3
+for top in etc usr var; do
+  mount -t overlay overlay -o lowerdir=/$top,upperdir=%(o)s/$top/upper,workdir=%(o)s/$top/work \\
+    /$top || exit 3
+done
+# An empty /run: as in a chroot, no systemd to talk to, even on a host that has one.
+mount -t tmpfs tmpfs /run || exit 3
+fact() { echo "$1=$2"; }
+dpkg -i --no-triggers %(deb)s >&2 || exit 1
+fact install.status "$(dpkg-query -W -f='${Status}' lepus)"
+fact install.user "$(getent passwd lepus)"
+fact install.logs "$(stat -c %%U:%%G:%%a /var/log/lepus)"
+fact install.enabled "$(readlink /etc/systemd/system/multi-user.target.wants/lepus.service)"
+check=$(setpriv --reuid=lepus --regid=lepus --init-groups /usr/sbin/lepus -t \\
+  --config /etc/lepus/lepus.toml 2>&1)
+status=$?
+fact install.check "$(echo $check) exit $status"
+echo '# changed by the administrator' >>/etc/lepus/lepus.toml
+dpkg -i --no-triggers %(deb)s >&2 || exit 1
+fact reinstall.kept "$(tail -1 /etc/lepus/lepus.toml)"
+dpkg -r --no-triggers lepus >&2 || exit 1
+fact remove.status "$(dpkg-query -W -f='${Status}' lepus)"
+fact remove.binary "$(test -e /usr/sbin/lepus && echo present || echo gone)"
+fact remove.conffile "$(test -e /etc/lepus/lepus.toml && echo present || echo gone)"
+dpkg -P --no-triggers lepus >&2 || exit 1
+fact purge.status "$(dpkg-query -W -f='${Status}' lepus 2>/dev/null || echo unknown)"
+fact purge.conffile "$(test -e /etc/lepus && echo present || echo gone)"
+fact purge.logs "$(test -e /var/log/lepus && echo present || echo gone)"
+fact purge.links "$(find /etc/systemd -name 'lepus*' | wc -l)"
+""" % {"o": overlays, "deb": self.deb}
+        done = subprocess.run(["unshare", "-m", "sh", "-c", script], capture_output=True,
+                              text=True, timeout=240)
+        if done.returncode == 3:
+            print("overlay mounts refused here: dpkg -i in a private namespace not run")
+            self.skipTest("overlay mounts refused: " + done.stderr[-300:])
+        self.assertEqual(done.returncode, 0, done.stdout + done.stderr)
+        facts = dict(line.split("=", 1) for line in done.stdout.splitlines() if "=" in line)
+        self.assertEqual(facts["install.status"], "install ok installed")
+        user = facts["install.user"].split(":")
+        self.assertEqual(user[0], "lepus")
+        self.assertLess(int(user[2]), 1000, "a system user")
+        self.assertEqual(user[5:], ["/nonexistent", "/usr/sbin/nologin"])
+        self.assertEqual(facts["install.logs"], "lepus:lepus:755")
+        self.assertEqual(facts["install.enabled"], "/lib/systemd/system/lepus.service")
+        self.assertEqual(facts["install.check"], "ok exit 0", "lepus -t as the user lepus")
+        self.assertEqual(facts["reinstall.kept"], "# changed by the administrator")
+        self.assertEqual(facts["remove.status"], "deinstall ok config-files")
+        self.assertEqual(facts["remove.binary"], "gone")
+        self.assertEqual(facts["remove.conffile"], "present")
+        self.assertEqual(facts["purge.conffile"], "gone")
+        self.assertEqual(facts["purge.logs"], "gone")
+        self.assertEqual(facts["purge.links"], "0")
+        self.assertNotEqual(facts["purge.status"], "install ok installed")
 
     def test_cmake_install_to_a_prefix_still_works(self):
         prefix = os.path.join(self.tmp, "prefix")
