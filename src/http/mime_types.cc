@@ -10,65 +10,11 @@ struct MimeEntry {
     std::string_view type;
 };
 
-// The one built-in list. It wins over /etc/mime.types so the common types do not
-// depend on the distribution's file (Debian maps .js to text/javascript, for one).
+// The built-in list, generated at build time from mime_types.list. It wins over
+// /etc/mime.types so the types the web depends on do not change with the
+// distribution (Debian's file maps .ts to Qt Linguist, not MPEG-TS).
 constexpr MimeEntry kBuiltinTypes[] = {
-    {"html", "text/html"},
-    {"htm", "text/html"},
-    {"shtml", "text/html"},
-    {"css", "text/css"},
-    {"txt", "text/plain"},
-    {"text", "text/plain"},
-    {"md", "text/markdown"},
-    {"csv", "text/csv"},
-    {"xml", "text/xml"},
-    {"js", "application/javascript"},
-    {"mjs", "application/javascript"},
-    {"json", "application/json"},
-    {"map", "application/json"},
-    {"webmanifest", "application/manifest+json"},
-    {"wasm", "application/wasm"},
-    {"pdf", "application/pdf"},
-    {"zip", "application/zip"},
-    {"gz", "application/gzip"},
-    {"tar", "application/x-tar"},
-    {"bz2", "application/x-bzip2"},
-    {"xz", "application/x-xz"},
-    {"zst", "application/zstd"},
-    {"7z", "application/x-7z-compressed"},
-    {"rss", "application/rss+xml"},
-    {"atom", "application/atom+xml"},
-    {"xhtml", "application/xhtml+xml"},
-    {"rtf", "application/rtf"},
-    {"bin", "application/octet-stream"},
-    {"iso", "application/octet-stream"},
-    {"png", "image/png"},
-    {"jpg", "image/jpeg"},
-    {"jpeg", "image/jpeg"},
-    {"gif", "image/gif"},
-    {"svg", "image/svg+xml"},
-    {"svgz", "image/svg+xml"},
-    {"webp", "image/webp"},
-    {"avif", "image/avif"},
-    {"ico", "image/x-icon"},
-    {"bmp", "image/bmp"},
-    {"tif", "image/tiff"},
-    {"tiff", "image/tiff"},
-    {"woff", "font/woff"},
-    {"woff2", "font/woff2"},
-    {"ttf", "font/ttf"},
-    {"otf", "font/otf"},
-    {"mp4", "video/mp4"},
-    {"m4v", "video/mp4"},
-    {"webm", "video/webm"},
-    {"ogv", "video/ogg"},
-    {"mov", "video/quicktime"},
-    {"mp3", "audio/mpeg"},
-    {"m4a", "audio/mp4"},
-    {"ogg", "audio/ogg"},
-    {"oga", "audio/ogg"},
-    {"wav", "audio/wav"},
-    {"flac", "audio/flac"},
+#include "mime_types_table.inc"
 };
 
 constexpr std::string_view kDefaultType = "application/octet-stream";
@@ -127,8 +73,7 @@ void MimeTypes::add(std::string_view extension, std::string_view type) {
         if (c >= 'A' && c <= 'Z') c = char(c - 'A' + 'a');
     std::string value(type);
     // Textual types get an explicit charset so browsers do not sniff one.
-    if (type.starts_with("text/") || type == "application/javascript" || type == "application/json")
-        value += "; charset=utf-8";
+    if (type.starts_with("text/") || type == "application/json") value += "; charset=utf-8";
     types_.emplace(std::move(key), std::move(value));
 }
 

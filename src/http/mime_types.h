@@ -1,6 +1,6 @@
 // MimeTypes: file extension -> Content-Type value. Built from one list compiled
-// in, extended once at start-up by /etc/mime.types, then immutable and shared
-// read-only by every reactor thread (no locks needed).
+// in (generated from mime_types.list at build time), extended once at start-up by /etc/mime.types,
+// then immutable and shared read-only by every reactor thread (no locks needed).
 #pragma once
 
 #include <string>
@@ -25,7 +25,7 @@ public:
     bool add_file(const char* path);
 
     // Content-Type for a file name or path, from its extension (case-insensitive),
-    // with "; charset=utf-8" for text/*, JavaScript and JSON;
+    // with "; charset=utf-8" for text/* (JavaScript included) and JSON;
     // "application/octet-stream" when unknown.
     std::string_view lookup(std::string_view file_name) const;
 

@@ -52,6 +52,31 @@ bool is_header_safe(std::string_view text) {
     return true;
 }
 
+// The --autoindex listing of the directory `dir_fd` (URL path `url_path`): HTML,
+// or JSON when the query asks for it with format=json.
+void serve_listing(int root_fd, int dir_fd, std::string_view rel_dir, std::string_view url_path,
+                   std::string_view query, bool show_hidden, const ReplyContext& context,
+                   Response& out) {
+    AutoindexFormat format = autoindex_format_for(query);
+    std::string listing;
+    if (int error =
+            render_autoindex(root_fd, rel_dir, dir_fd, url_path, show_hidden, format, listing)) {
+        int status = status_for_errno(error);
+        if (status == 500) report_internal_error("opendir", url_path, error);
+        return build_error_response(status, context, out);
+    }
+    begin_head(200, context.now, out);
+    out.head.append("Content-Type: ").append(autoindex_content_type(format));
+    out.head.append("\r\nContent-Length: ");
+    append_decimal(listing.size(), out.head);
+    out.head.append("\r\n");
+    finish_head(context.keep_alive, context.version_minor, out);
+    if (!context.head_request) {
+        out.owned_body = std::move(listing);
+        out.body = out.owned_body;
+    }
+}
+
 } // namespace
 
 bool accepts_gzip(std::string_view accept_encoding) {
@@ -186,7 +211,9 @@ void StaticHandler::resolve(const Request& request, const ReplyContext& context,
             build_error_response(status, context, out);
         return;
     }
-    if (options_.autoindex) return serve_autoindex(fd.get(), rel_dir, context, out);
+    if (options_.autoindex)
+        return serve_listing(root_.get(), fd.get(), rel_dir, path_, request.query,
+                             options_.dotfiles_allow, context, out);
     build_error_response(404, context, out);
 }
 
@@ -314,23 +341,6 @@ void StaticHandler::serve(const Request& request, const ReplyContext& context, c
         out.file_fd = variant.fd.get();
         out.file_offset = offset;
         out.file_length = length;
-    }
-}
-
-void StaticHandler::serve_autoindex(int dir_fd, std::string_view rel_dir,
-                                    const ReplyContext& context, Response& out) {
-    std::string listing;
-    if (int error =
-            render_autoindex(root_.get(), rel_dir, dir_fd, path_, options_.dotfiles_allow, listing))
-        return build_error_response(status_for_errno(error, "opendir"), context, out);
-    begin_head(200, context.now, out);
-    out.head.append("Content-Type: text/html; charset=utf-8\r\nContent-Length: ");
-    append_decimal(listing.size(), out.head);
-    out.head.append("\r\n");
-    finish_head(context.keep_alive, context.version_minor, out);
-    if (!context.head_request) {
-        out.owned_body = std::move(listing);
-        out.body = out.owned_body;
     }
 }
 
