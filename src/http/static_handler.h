@@ -68,8 +68,6 @@ private:
     // 200 / 206 / 304 / 412 / 416 for a cached file.
     void serve(const Request& request, const ReplyContext& context, const FileRef& file,
                Response& out);
-    void serve_autoindex(int dir_fd, std::string_view rel_dir, const ReplyContext& context,
-                         Response& out);
     // lepus::status_for_errno, reporting the 500s.
     int status_for_errno(int error_number, std::string_view what);
 
