@@ -55,8 +55,10 @@ count() {
   for _ in $(seq 100); do curl -s -o /dev/null "http://127.0.0.1:$port/" && break; sleep 0.2; done
   ab -q -k -n "$requests" -c 10 "http://127.0.0.1:$port/" >/dev/null
   kill -TERM $pid; wait $pid || true
-  # "summary:" (or "totals:") is the Ir total of the run; one line per thread file is summed.
-  cat "$out"* | awk '/^(summary|totals):/ {s += $2} END {print s}'
+  # "summary:" is the Ir total of one file (one file per thread is summed). The
+  # file repeats it as "totals:": counting both, as this script did before
+  # 2026-11-24, doubled every figure (ratios were right, absolute numbers 2x).
+  cat "$out"* | awk '/^summary:/ {s += $2} END {print s}'
 }
 
 for server in ${SERVERS:-lepus nginx}; do

@@ -35,13 +35,15 @@ std::unique_ptr<Http1RequestState> Http1StatePool::acquire() {
     return state;
 }
 
-void Http1StatePool::release(std::unique_ptr<Http1RequestState> state) {
-    state->parser.reset();
-    state->chunked.reset();
+void Http1StatePool::release(std::unique_ptr<Http1RequestState> state, bool clean) {
+    if (!clean) {
+        state->parser.reset();
+        state->chunked.reset();
+        state->exchange.response.reset();
+        state->exchange.stream.reset();
+        state->exchange.stream_headers.clear();
+    }
     state->input_begin = state->input_end = 0;
-    state->exchange.response.reset();
-    state->exchange.stream.reset();
-    state->exchange.stream_headers.clear();
     // A large body or response must not stay pinned in the pool.
     if (state->body.capacity() > 64 * 1024) std::string().swap(state->body);
     if (state->out.capacity() > 128 * 1024) std::string().swap(state->out);
@@ -121,9 +123,9 @@ void Http1Engine::plan_deadline() {
     uint64_t now = context_.clock.now_ms;
     switch (phase_) {
     case Phase::Idle:
-        if (state_ && state_->input_begin == state_->input_end) {
-            context_.states.release(std::move(state_));
-        }
+        // Idle: the last response reset what it used (finish_response).
+        if (state_ && state_->input_begin == state_->input_end)
+            context_.states.release(std::move(state_), true);
         if (requests_ == 0) return; // the header deadline from accept stands
         deadline_ = now + options.keepalive_timeout_ms;
         deadline_exact_ = false;

@@ -79,7 +79,9 @@ class Http1StatePool {
 public:
     explicit Http1StatePool(const Http1Options& options) : options_(options) {}
     std::unique_ptr<Http1RequestState> acquire();
-    void release(std::unique_ptr<Http1RequestState> state);
+    // `clean`: the parser, the response and the stream are already reset
+    // (an idle connection's state), which spares resetting them again.
+    void release(std::unique_ptr<Http1RequestState> state, bool clean = false);
 
 private:
     const Http1Options& options_;
