@@ -20,6 +20,7 @@
 //   mode=never           reads the request, never answers
 //   mode=stderr          a STDERR record, then a normal answer
 //   mode=count           "connections=N" (connections accepted so far)
+//   mode=short           Content-Length: 100, 5 body bytes, then a clean END_REQUEST
 // With --split N every write() carries at most N bytes, and M ms pass between them.
 #include "base/unique_fd.h"
 #include "fastcgi/protocol.h"
@@ -378,6 +379,8 @@ void Responder::dispatch(Connection& conn) {
                       std::string_view("PHP Warning: from fcgi_responder\n"));
         append_stream_end(conn.out, RecordType::Stderr, conn.request_id);
         answer(conn, "Content-Type: text/plain\r\n", "after stderr\n");
+    } else if (mode == "short") {
+        answer(conn, "Content-Type: text/plain\r\nContent-Length: 100\r\n", "short");
     } else if (mode == "count") {
         answer(conn, "Content-Type: text/plain\r\n",
                "connections=" + std::to_string(accepted_) + "\n");

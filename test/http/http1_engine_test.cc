@@ -215,6 +215,30 @@ TEST_F(Http1EngineTest, ContinueIsSentOnlyWhenTheBodyIsAwaited) {
     EXPECT_TRUE(handler_.last_stream->body_ended);
 }
 
+TEST_F(Http1EngineTest, ContinueWaitsForRoomAndIsNeverCut) {
+    // Fill the engine's direction of the socket, as a response the client has
+    // not read yet would.
+    std::string filler(4096, 'f');
+    size_t filled = 0;
+    for (;;) {
+        ssize_t n = write(transport_->fd(), filler.data(), filler.size());
+        if (n <= 0) break;
+        filled += size_t(n);
+    }
+    ASSERT_EQ(errno, EAGAIN);
+    send("POST /stream HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Length: 5\r\n\r\n");
+    EXPECT_TRUE(engine_->waits_for_write());
+    // The client reads everything; the engine is woken by the write edge.
+    std::string out = received();
+    EXPECT_EQ(engine_->drive(), Http1Engine::Next::Wait);
+    out += received();
+    ASSERT_EQ(out.size(), filled + 25);
+    EXPECT_EQ(out.substr(filled), "HTTP/1.1 100 Continue\r\n\r\n");
+    EXPECT_FALSE(engine_->waits_for_write());
+    send("hello");
+    EXPECT_EQ(handler_.last_stream->received, "hello");
+}
+
 TEST_F(Http1EngineTest, NoContinueWhenTheBodyCameWithTheHead) {
     send("POST /stream HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Length: 5\r\n\r\n"
          "hello");
