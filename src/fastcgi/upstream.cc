@@ -2,6 +2,7 @@
 
 #include "log/error_log.h"
 #include "log/log_escape.h"
+#include "net/transport.h"
 
 #include <algorithm>
 #include <cerrno>
@@ -13,13 +14,6 @@
 #include <unistd.h>
 
 namespace lepus::fastcgi {
-namespace {
-
-bool is_reset(int error) {
-    return error == EPIPE || error == ECONNRESET || error == ENOTCONN;
-}
-
-} // namespace
 
 // --- UpstreamConnection ------------------------------------------------------
 
@@ -302,7 +296,8 @@ bool UpstreamConnection::can_retry() const {
 }
 
 void UpstreamConnection::on_io_error(int error, const char* what) {
-    if (is_reset(error) && can_retry()) return retry();
+    // A pooled connection php-fpm dropped while idle (the keepalive race): once, on a new one.
+    if (is_disconnect(error) && can_retry()) return retry();
     if (ended_) {
         reusable_ = false; // closed after the end: fine, but not for reuse
         close_socket();
