@@ -1,8 +1,6 @@
 #include "net/admission.h"
 
 #include <cerrno>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -25,9 +23,7 @@ bool Admission::admit(AcceptedSocket& socket) {
         refuse(socket.fd);
         return false;
     }
-    // A Unix socket has no Nagle to turn off; the call fails harmlessly there.
-    int one = 1;
-    setsockopt(socket.fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    // TCP_NODELAY comes from the listener (open_listener): accepted sockets inherit it.
     live_total_.fetch_add(1, std::memory_order_relaxed);
     return true;
 }

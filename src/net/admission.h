@@ -1,7 +1,7 @@
 // What happens to a freshly accepted socket, the same whichever loop accepted
 // it (the acceptor thread, or a reactor's own listener with --accept
-// reuseport): one accept call, the --max-connections check, the socket's
-// options, and the short 503 for a newcomer over the limit.
+// reuseport): one accept call, the --max-connections check and the short 503
+// for a newcomer over the limit.
 #pragma once
 
 #include "net/reactor.h"
@@ -21,8 +21,9 @@ public:
     Admission(std::atomic<int64_t>& live_total, int64_t max_connections)
         : live_total_(live_total), max_connections_(max_connections) {}
 
-    // Counts `socket` as live and sets its options (TCP_NODELAY). Over the
-    // limit: answers 503 with Retry-After, closes it and returns false.
+    // Counts `socket` as live. Over the limit: answers 503 with Retry-After,
+    // closes it and returns false. (Its options, TCP_NODELAY, are inherited
+    // from the listener.)
     bool admit(AcceptedSocket& socket);
     // An admitted socket that no reactor could take: uncounted, answered 503, closed.
     void refuse_admitted(int fd);

@@ -63,7 +63,7 @@ void Reactor::wake_if_sleeping() {
     }
 }
 
-bool Reactor::add(int fd, EventHandler* handler, uint32_t events, bool is_connection) {
+bool Reactor::add(int fd, EventHandler* handler, uint32_t events, bool is_connection, bool watch) {
     if (fd < 0 || size_t(fd) >= slots_.size()) {
         log_error("fd %d is beyond the handler table (%zu); raise RLIMIT_NOFILE", fd,
                   slots_.size());
@@ -74,9 +74,9 @@ bool Reactor::add(int fd, EventHandler* handler, uint32_t events, bool is_connec
     slot.generation = next_generation_++;
     if (next_generation_ == 0) next_generation_ = 1;
     slot.is_connection = is_connection;
-    std::string error;
-    if (!poller_->add(fd, events, cookie(fd, slot.generation), error)) {
-        log_error("%s", error.c_str());
+    slot.events = events;
+    slot.watched = false;
+    if (watch && !this->watch(fd)) {
         slot.handler = nullptr;
         return false;
     }
@@ -87,10 +87,23 @@ bool Reactor::add(int fd, EventHandler* handler, uint32_t events, bool is_connec
     return true;
 }
 
+bool Reactor::watch(int fd) {
+    Slot& slot = slots_[fd];
+    if (slot.watched) return true;
+    std::string error;
+    if (!poller_->add(fd, slot.events, cookie(fd, slot.generation), error)) {
+        log_error("%s", error.c_str());
+        return false;
+    }
+    slot.watched = true;
+    return true;
+}
+
 void Reactor::remove(int fd, bool keep_open) {
     Slot& slot = slots_[fd];
     if (!slot.handler) return;
-    poller_->remove(fd, cookie(fd, slot.generation), !keep_open);
+    if (slot.watched) poller_->remove(fd, cookie(fd, slot.generation), !keep_open);
+    slot.watched = false;
     slot.handler = nullptr;
     ++slot.generation;
     if (slot.is_connection) {

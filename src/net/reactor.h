@@ -92,7 +92,13 @@ public:
     // --- reactor thread only ---
     // Registers `fd` edge-triggered for `events`, counting it as a connection
     // when `is_connection` (live counts feed the balancer and --max-connections).
-    bool add(int fd, EventHandler* handler, uint32_t events, bool is_connection);
+    // With `watch` false the fd is in the handler table but not yet in the
+    // poller: a connection that is answered and closed in its first pass then
+    // costs no epoll_ctl at all; watch() adds it when it must wait.
+    bool add(int fd, EventHandler* handler, uint32_t events, bool is_connection, bool watch = true);
+    // Puts an fd added with watch = false into the poller (idempotent). An edge
+    // that happened before is not lost: the poller reports current readiness.
+    bool watch(int fd);
     // Forgets `fd` (call right before closing it): later events for it are
     // dropped. With epoll the kernel takes a closed fd out of the set by itself
     // (lepus never dups them), so no epoll_ctl(DEL) is spent unless `keep_open`.
@@ -116,7 +122,9 @@ private:
     struct Slot {
         EventHandler* handler = nullptr;
         uint32_t generation = 0;
+        uint32_t events = 0;
         bool is_connection = false;
+        bool watched = false; // in the poller
     };
     static uint64_t cookie(int fd, uint32_t generation) {
         return (uint64_t(generation) << 32) | uint32_t(fd);

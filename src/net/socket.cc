@@ -101,6 +101,10 @@ UniqueFd open_listener(const SocketAddress& address, const ListenOptions& option
     setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
     if (options.reuse_port && setsockopt(fd.get(), SOL_SOCKET, SO_REUSEPORT, &one, sizeof one) != 0)
         return fail("set SO_REUSEPORT on");
+    // Accepted sockets inherit TCP_NODELAY from their listener (Linux clones the
+    // listener's socket for each child): one setsockopt here instead of one per
+    // connection. Responses go out in one writev, so Nagle would only delay them.
+    setsockopt(fd.get(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     // [::]:80 serves IPv6 only, so that 0.0.0.0:80 can be listed beside it as in nginx.
     if (address.storage.any.sa_family == AF_INET6)
         setsockopt(fd.get(), IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof one);

@@ -8,7 +8,10 @@ namespace lepus {
 
 void ClientConnection::open(Worker& worker, const AcceptedSocket& socket) {
     auto* connection = new ClientConnection(worker, socket);
-    if (!worker.reactor().add(socket.fd, connection, EPOLLIN | EPOLLOUT | EPOLLRDHUP, true)) {
+    // Not in the poller yet: most new connections carry their request already,
+    // and one answered and closed in this first pass never needs it.
+    if (!worker.reactor().add(socket.fd, connection, EPOLLIN | EPOLLOUT | EPOLLRDHUP, true,
+                              /*watch=*/false)) {
         // The fd was counted by the acceptor; the reactor never saw it.
         connection->engine_.close();
         delete connection;
@@ -66,9 +69,11 @@ void ClientConnection::drive() {
         close();
         return;
     case Http1Engine::Next::Yield:
+        if (!reactor_.watch(transport_.fd())) return close();
         reactor_.defer(transport_.fd());
         return;
     case Http1Engine::Next::Wait:
+        if (!reactor_.watch(transport_.fd())) return close();
         arm_timer();
         return;
     }

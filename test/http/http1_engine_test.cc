@@ -33,12 +33,14 @@ public:
     bool ended() const override { return ended_; }
     int error_status() const override { return 503; }
     std::string_view error_headers() const override { return "Retry-After: 1\r\n"; }
-    void release() override { released = true; }
+    void release() override {
+        if (released_count) ++*released_count;
+    }
 
+    int* released_count = nullptr; // outlives the stream, which the engine deletes
     std::string received;
     size_t room = size_t(-1);
     bool body_ended = false;
-    bool released = false;
     StreamState state = StreamState::Pending;
     StreamHead head_;
     std::string body_;
@@ -51,6 +53,7 @@ public:
         const Request& request = *exchange.request;
         if (request.path.starts_with("/stream")) {
             auto stream = std::make_unique<TestStream>();
+            stream->released_count = &streams_released;
             last_stream = stream.get();
             exchange.stream = std::move(stream);
             return;
@@ -81,7 +84,8 @@ public:
     std::vector<int> failures;
     std::vector<Finished> finished; // as accounted
     int ended = 0;
-    TestStream* last_stream = nullptr;
+    TestStream* last_stream = nullptr; // valid until the engine ends its exchange
+    int streams_released = 0;
 };
 
 class Listener final : public ExchangeListener {
@@ -294,7 +298,7 @@ TEST_F(Http1EngineTest, StreamWithoutLengthIsChunked) {
     EXPECT_EQ(received(), "3\r\ntwo\r\n0\r\n\r\n");
     ASSERT_EQ(handler_.finished.size(), 1u);
     EXPECT_EQ(handler_.finished[0].status, 200);
-    EXPECT_TRUE(stream.released);
+    EXPECT_EQ(handler_.streams_released, 1);
 }
 
 TEST_F(Http1EngineTest, StreamOfHttp10IsCloseDelimited) {

@@ -2,6 +2,10 @@
 
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 namespace lepus {
 namespace {
@@ -34,3 +38,27 @@ TEST(ParseListenAddress, Forms) {
 
 } // namespace
 } // namespace lepus
+
+// The listener sets TCP_NODELAY once and every accepted socket inherits it
+// (the acceptor no longer sets it per connection).
+TEST(OpenListener, AcceptedSocketsInheritNoDelay) {
+    std::string error;
+    auto address = lepus::parse_listen_address("127.0.0.1:0");
+    ASSERT_TRUE(address);
+    lepus::UniqueFd listener = lepus::open_listener(*address, {}, error);
+    ASSERT_TRUE(listener) << error;
+    lepus::SocketAddress bound = lepus::local_address(listener.get());
+    lepus::UniqueFd client(::socket(AF_INET, SOCK_STREAM, 0));
+    ASSERT_EQ(::connect(client.get(), &bound.storage.any, bound.length), 0);
+    int accepted = -1;
+    for (int i = 0; i < 100 && accepted < 0; ++i) {
+        accepted = ::accept4(listener.get(), nullptr, nullptr, SOCK_CLOEXEC);
+        if (accepted < 0) ::usleep(1000);
+    }
+    ASSERT_GE(accepted, 0);
+    lepus::UniqueFd server(accepted);
+    int value = 0;
+    socklen_t length = sizeof value;
+    ASSERT_EQ(getsockopt(server.get(), IPPROTO_TCP, TCP_NODELAY, &value, &length), 0);
+    EXPECT_EQ(value, 1);
+}
