@@ -93,8 +93,8 @@ def parse_args(argv):
     parser.add_argument("--keep-temp", action="store_true",
                         help="keep the generated configs and server logs")
     parser.add_argument("--redraw", metavar="DIR", default=None,
-                        help="only rewrite results.md and the charts of DIR from its "
-                        "results.json")
+                        help="only rewrite results.md, ratios.csv and the charts of DIR from "
+                        "its results.json")
     parser.add_argument("--micro", action="store_true",
                         help="run the Google Benchmark programs (build/<preset>/bench/*_bench) "
                         "into the results folder; alone, only them")
