@@ -25,7 +25,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 TOOL = os.path.join(HERE, "..", "..", "src", "tool", "lepus-bench")
 BINARY = os.environ.get("LEPUS_BINARY", "")
 sys.path.insert(0, os.path.dirname(TOOL))
-from lepus_bench import cli, rounds, servers  # noqa: E402  (the tool's own parser)
+from lepus_bench import cli, ratios, rounds, servers  # noqa: E402  (the tool's own code)
 
 
 def lepus_has_io():
@@ -214,6 +214,33 @@ class BenchToolTest(unittest.TestCase):
                          ["nginx", "lepus", "lepus-uring", "lepus-before"])
         self.assertEqual([rounds.rotation(["a", "b", "c"], i) for i in range(4)],
                          [["a", "b", "c"], ["b", "c", "a"], ["c", "a", "b"], ["a", "b", "c"]])
+
+    def test_verdict_divides_figures_of_the_same_round_only(self):
+        # Figures that change a lot from round to round (the machine's speed phases),
+        # with lepus twice h2o's req/s and 1.5x its per core in every round: only
+        # ratios taken within a round give exactly 2 and 1.5.
+        rows = []
+        for round_number, speed in ((1, 1.0), (2, 3.0), (3, 0.5)):
+            for server, rps, cores in (("lepus", 2000.0, 0.5), ("h2o", 1000.0, 0.375)):
+                rows.append(dict(mode="pinned", test="small", server=server,
+                                 round=round_number, rps=rps * speed, server_cores=cores))
+        rows.append(dict(mode="pinned", test="small", server="h2o", round=4, rps=1.0,
+                         server_cores=0.5))  # lepus has no figure in round 4: no ratio
+        rows.append(dict(mode="pinned", test="10m", server="lepus", round=1, rps=100.0,
+                         mbps=3000.0, server_cores=1.0))
+        rows.append(dict(mode="pinned", test="10m", server="h2o", round=1, rps=100.0,
+                         mbps=1000.0, server_cores=1.0))
+        rows.append(dict(mode="pinned", test="small", server="nginx", round=1,
+                         error="wrk exited with 1"))
+        verdict = {(v["test"], v["against"]): v for v in
+                   ratios.verdict(rows, ["lepus", "nginx", "h2o"])}
+        self.assertEqual(set(verdict), {("small", "h2o"), ("10m", "h2o")})
+        small = verdict[("small", "h2o")]
+        self.assertEqual(small["rounds"], 3)
+        for name, expected in (("rps", 2.0), ("per_core", 1.5)):
+            for suffix in ("_median", "_min", "_max"):
+                self.assertAlmostEqual(small[name + suffix], expected)
+        self.assertAlmostEqual(verdict[("10m", "h2o")]["rps_median"], 3.0)  # GB/s, not req/s
 
     def test_usage_errors_are_one_line_and_exit_2(self):
         missing = os.path.join(self.out, "no-such-lepus")

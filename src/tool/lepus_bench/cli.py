@@ -55,7 +55,7 @@ def parse_args(argv):
     parser.add_argument("--io", default=None, metavar="LIST",
                         help="lepus's event engines, comma-separated, from: %s (default %s); "
                         "lepus runs once per engine, as a server of its own (lepus, "
-                        "lepus-uring), alternated with the others"
+                        "lepus-uring), in the same rounds as the others"
                         % (",".join(servers.IO_BACKENDS), servers.DEFAULT_IO))
     parser.add_argument("--scenarios", default=None,
                         help="comma-separated scenario names (default: all; --quick: all but "
