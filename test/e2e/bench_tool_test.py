@@ -1,9 +1,11 @@
-"""lepus-bench end to end: a --quick run of one scenario against the real
-lepus binary (LEPUS_BINARY) writes a table, CSV and JSON with a positive RPS,
-and usage errors are one line with the documented exit status. --io runs lepus
-once per event engine as servers of their own (lepus, lepus-uring); the run with
-io_uring needs a lepus whose --help lists --io, and a lepus without it must be
-reported in one line when asked for uring.
+"""lepus-bench end to end: a tiny run of interleaved rounds (2 rounds of 1 s,
+two scenarios) of the real lepus binary (LEPUS_BINARY) against itself as
+--lepus-before writes the tables, CSV and JSON with positive figures, turns in
+rotating order, and per-round ratios lepus / lepus-before near 1; usage errors
+are one line with the documented exit status. --io runs lepus once per event
+engine as servers of their own (lepus, lepus-uring); the run with io_uring
+needs a lepus whose --help lists --io, and a lepus without it must be reported
+in one line when asked for uring.
 
 Needs only wrk (and gnuplot for the chart check): no nginx or apache.
 """
@@ -23,7 +25,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 TOOL = os.path.join(HERE, "..", "..", "src", "tool", "lepus-bench")
 BINARY = os.environ.get("LEPUS_BINARY", "")
 sys.path.insert(0, os.path.dirname(TOOL))
-from lepus_bench import cli, servers  # noqa: E402  (the tool's own parser)
+from lepus_bench import cli, ratios, rounds, servers  # noqa: E402  (the tool's own code)
 
 
 def lepus_has_io():
@@ -72,41 +74,84 @@ class BenchToolTest(unittest.TestCase):
         shutil.rmtree(self.out, ignore_errors=True)
 
     @unittest.skipUnless(shutil.which("wrk"), "wrk missing (apt-get install wrk)")
-    def test_quick_small_against_lepus_writes_table_csv_json(self):
+    def test_tiny_rounds_against_lepus_before_write_tables_csv_json_and_ratios(self):
         self.assertTrue(os.access(BINARY, os.X_OK), "set LEPUS_BINARY")
         charts = shutil.which("gnuplot") is not None
-        result = run_tool(["--quick", "--servers", "lepus", "--scenarios", "small",
-                           "--lepus", BINARY, "--out", self.out,
-                           "--port-base", str(free_port_pair())] +
+        result = run_tool(["--servers", "lepus", "--lepus", BINARY, "--lepus-before", BINARY,
+                           "--scenarios", "small,close", "--rounds", "2", "--round-seconds",
+                           "1", "--out", self.out, "--port-base", str(free_port_pair())] +
                           ([] if charts else ["--no-charts"]))
         self.assertEqual(result.returncode, 0, result.stderr)
-        self.assertIn("small: lepus, run 1 of 1", result.stderr)  # progress on stderr
+        # Progress on stderr: a warm-up, then the rounds.
+        self.assertIn("[pinned] close: warm-up of lepus-before", result.stderr)
+        self.assertIn("[unpinned] small: round 2 of 2, lepus", result.stderr)
 
         with open(os.path.join(self.out, "results.csv")) as f:
             rows = [row for row in csv.DictReader(f)]
-        small = [row for row in rows if row["server"] == "lepus" and row["test"] == "small"]
-        self.assertEqual({row["mode"] for row in small}, {"pinned", "unpinned"})
-        for row in small:
-            self.assertGreater(float(row["rps"]), 0)
-            self.assertGreater(float(row["rps_per_core"]), 0)
-            self.assertGreater(float(row["server_cores"]), 0)
-            self.assertEqual(int(row["failed"]) + int(row["non2xx"]), 0)
+        for mode in ("pinned", "unpinned"):
+            for test in ("small", "close"):
+                turns = {(row["round"], row["server"]): row for row in rows
+                         if row["mode"] == mode and row["test"] == test}
+                # Every server a turn per round, the order rotating by one each round.
+                self.assertEqual({key: row["turn"] for key, row in turns.items()},
+                                 {("1", "lepus"): "1", ("1", "lepus-before"): "2",
+                                  ("2", "lepus-before"): "1", ("2", "lepus"): "2"})
+                for row in turns.values():
+                    self.assertGreater(float(row["rps"]), 0)
+                    self.assertGreater(float(row["rps_per_core"]), 0)
+                    self.assertGreater(float(row["server_cores"]), 0)
+                    self.assertEqual(int(row["failed"]) + int(row["non2xx"]), 0)
+
+        with open(os.path.join(self.out, "ratios.csv")) as f:
+            ratios = [row for row in csv.DictReader(f)]
+        self.assertEqual(sorted((r["mode"], r["test"], r["server"], r["against"], r["rounds"])
+                                for r in ratios),
+                         [(mode, test, "lepus", "lepus-before", "2")
+                          for mode in ("pinned", "unpinned") for test in ("close", "small")])
+        for ratio in ratios:
+            for name in ("rps", "per_core"):
+                low, median, high = (float(ratio[name + suffix])
+                                     for suffix in ("_min", "_median", "_max"))
+                self.assertLessEqual(low, median)
+                self.assertLessEqual(median, high)
+                # The same binary on both sides, so the true ratio is 1. The wide bound
+                # only catches a ratio taken from the wrong figures (servers swapped, rounds
+                # mixed, a unit slip); a shared CI machine can run one 1 s turn at half the
+                # speed of the next, and the tool's speed is no test's business.
+                self.assertGreater(median, 0.3, ratio)
+                self.assertLess(median, 3, ratio)
 
         with open(os.path.join(self.out, "results.json")) as f:
             data = json.load(f)
-        self.assertEqual(data["meta"]["servers"], ["lepus"])
+        self.assertEqual(data["meta"]["servers"], ["lepus", "lepus-before"])
+        self.assertEqual((data["meta"]["rounds"], data["meta"]["round_seconds"]), (2, 1))
+        self.assertEqual(data["meta"]["lepus_before"], os.path.abspath(BINARY))
+        self.assertEqual(len(data["ratios"]), 4)
         medians = [m for m in data["medians"] if m["test"] == "small"]
-        self.assertEqual(len(medians), 2)
-        self.assertTrue(all(m["rps"] > 0 and m["p99_ms"] >= m["p50_ms"] for m in medians))
+        self.assertEqual(len(medians), 4)  # two modes, two servers
+        self.assertTrue(all(m["rounds"] == 2 and m["rps"] > 0 and m["p99_ms"] >= m["p50_ms"]
+                            for m in medians))
 
         with open(os.path.join(self.out, "results.md")) as f:
             table = f.read()
-        self.assertIn("| test | lepus |", table)
-        line = [l for l in table.splitlines() if l.startswith("| wrk -c100 `/` |")][0]
-        self.assertRegex(line, r"\| [\d.]+k? \([\d.]+k?/core\), p99 ")
+        self.assertIn("2 interleaved rounds of 1 s per server", table)
+        verdict = [l for l in table.splitlines()
+                   if l.startswith("| wrk -c100 `Connection: close`, `/` | lepus / lepus-before")]
+        self.assertEqual(len(verdict), 2, table)  # pinned and unpinned
+        for line in verdict:
+            self.assertRegex(line, r"\| \d+\.\d\d \[\d+\.\d\d-\d+\.\d\d\] \| "
+                             r"\d+\.\d\d \[\d+\.\d\d-\d+\.\d\d\] \|$")
+        self.assertIn("| test | lepus | lepus-before |", table)
+        medians = [l for l in table.splitlines()
+                   if l.startswith("| wrk -c100 `/` |") and "lepus / " not in l]
+        self.assertEqual(len(medians), 2, table)  # pinned and unpinned
+        for line in medians:
+            self.assertRegex(line, r"\| [\d.]+k? \([\d.]+k?/core\), p99 ")
         self.assertIn("load average", table)
         if charts:
-            self.assertTrue(os.path.exists(os.path.join(self.out, "bench-pinned-rps.png")))
+            for name in ("rps", "ratio-per-core"):
+                self.assertTrue(os.path.exists(
+                    os.path.join(self.out, "bench-pinned-%s.png" % name)), name)
 
     def test_unknown_server_is_one_line_and_exit_2(self):
         result = run_tool(["--quick", "--servers", "lepus,nosuch", "--out", self.out])
@@ -131,9 +176,10 @@ class BenchToolTest(unittest.TestCase):
                     "os.execv(%r, [%r] + args)\n" % (sys.executable, other_root, BINARY, BINARY))
         os.chmod(wrapper, 0o755)
         results = os.path.join(self.out, "results")
-        result = run_tool(["--quick", "--servers", "lepus", "--scenarios", "small",
-                           "--modes", "pinned", "--lepus", wrapper, "--out", results,
-                           "--port-base", str(free_port_pair()), "--no-charts"])
+        result = run_tool(["--rounds", "1", "--round-seconds", "1", "--servers", "lepus",
+                           "--scenarios", "small", "--modes", "pinned", "--lepus", wrapper,
+                           "--out", results, "--port-base", str(free_port_pair()),
+                           "--no-charts"])
         self.assertEqual(result.returncode, 1, result.stderr)
         last = result.stderr.strip().splitlines()[-1]
         self.assertIn("no server produced a figure", last)
@@ -154,11 +200,62 @@ class BenchToolTest(unittest.TestCase):
         self.assertEqual([servers.lepus_io(name) for name in ("lepus", "lepus-uring", "nginx")],
                          ["epoll", "uring", None])
 
-    def test_io_usage_errors_are_one_line_and_exit_2(self):
+    def test_rounds_flags_and_lepus_before_in_the_rotation(self):
+        def parsed(*argv):
+            return cli.parse_args(list(argv))
+        defaults = parsed()
+        self.assertEqual((defaults.rounds, defaults.round_seconds, defaults.warmup_seconds),
+                         (7, 3, 1))
+        self.assertEqual(parsed("--quick").rounds, 3)
+        self.assertEqual(parsed("--runs", "5").rounds, 5)  # the old name of --rounds
+        # lepus-before (any executable will do for the parser) follows lepus's engines.
+        self.assertEqual(parsed("--servers", "nginx,lepus", "--io", "epoll,uring",
+                                "--lepus-before", sys.executable).server_list,
+                         ["nginx", "lepus", "lepus-uring", "lepus-before"])
+        self.assertEqual([rounds.rotation(["a", "b", "c"], i) for i in range(4)],
+                         [["a", "b", "c"], ["b", "c", "a"], ["c", "a", "b"], ["a", "b", "c"]])
+
+    def test_verdict_divides_figures_of_the_same_round_only(self):
+        # Figures that change a lot from round to round (the machine's speed phases),
+        # with lepus twice h2o's req/s and 1.5x its per core in every round: only
+        # ratios taken within a round give exactly 2 and 1.5.
+        rows = []
+        for round_number, speed in ((1, 1.0), (2, 3.0), (3, 0.5)):
+            for server, rps, cores in (("lepus", 2000.0, 0.5), ("h2o", 1000.0, 0.375)):
+                rows.append(dict(mode="pinned", test="small", server=server,
+                                 round=round_number, rps=rps * speed, server_cores=cores))
+        rows.append(dict(mode="pinned", test="small", server="h2o", round=4, rps=1.0,
+                         server_cores=0.5))  # lepus has no figure in round 4: no ratio
+        rows.append(dict(mode="pinned", test="10m", server="lepus", round=1, rps=100.0,
+                         mbps=3000.0, server_cores=1.0))
+        rows.append(dict(mode="pinned", test="10m", server="h2o", round=1, rps=100.0,
+                         mbps=1000.0, server_cores=1.0))
+        rows.append(dict(mode="pinned", test="small", server="nginx", round=1,
+                         error="wrk exited with 1"))
+        verdict = {(v["test"], v["against"]): v for v in
+                   ratios.verdict(rows, ["lepus", "nginx", "h2o"])}
+        self.assertEqual(set(verdict), {("small", "h2o"), ("10m", "h2o")})
+        small = verdict[("small", "h2o")]
+        self.assertEqual(small["rounds"], 3)
+        for name, expected in (("rps", 2.0), ("per_core", 1.5)):
+            for suffix in ("_median", "_min", "_max"):
+                self.assertAlmostEqual(small[name + suffix], expected)
+        self.assertAlmostEqual(verdict[("10m", "h2o")]["rps_median"], 3.0)  # GB/s, not req/s
+
+    def test_usage_errors_are_one_line_and_exit_2(self):
+        missing = os.path.join(self.out, "no-such-lepus")
         for argv, message in ((["--io", "kqueue"], "unknown io engine 'kqueue'"),
                               (["--io", ""], "no io engine given"),
                               (["--servers", "nginx", "--io", "uring"],
-                               "lepus is not in --servers")):
+                               "lepus is not in --servers"),
+                              (["--lepus-before", missing],
+                               "--lepus-before %s: no such executable" % missing),
+                              (["--servers", "nginx", "--lepus-before", sys.executable],
+                               "lepus is not in --servers"),
+                              (["--rounds", "0"], "--rounds must be at least 1"),
+                              (["--runs", "0"], "--rounds must be at least 1"),
+                              (["--round-seconds", "0"], "--round-seconds must be at least 1"),
+                              (["--warmup-seconds", "-1"], "--warmup-seconds must be 0")):
             with self.subTest(argv=argv):
                 result = run_tool(["--quick", "--out", self.out] + argv)
                 self.assertEqual(result.returncode, 2, result.stderr)
@@ -172,7 +269,8 @@ class BenchToolTest(unittest.TestCase):
         self.assertTrue(os.access(BINARY, os.X_OK), "set LEPUS_BINARY")
         if lepus_has_io():
             self.skipTest("this lepus has --io: test_quick_small_epoll_and_uring covers it")
-        result = run_tool(["--quick", "--servers", "lepus", "--io", "epoll,uring",
+        result = run_tool(["--rounds", "1", "--round-seconds", "1", "--servers", "lepus",
+                           "--io", "epoll,uring",
                            "--scenarios", "small", "--modes", "pinned", "--lepus", BINARY,
                            "--out", self.out, "--port-base", str(free_port_pair()),
                            "--no-charts"])
@@ -188,12 +286,13 @@ class BenchToolTest(unittest.TestCase):
         if not lepus_has_io():
             self.skipTest("this lepus has no --io flag (lepus --help); the io_uring engine "
                           "is not built in yet")
-        result = run_tool(["--quick", "--servers", "lepus", "--io", "epoll,uring",
+        result = run_tool(["--rounds", "1", "--round-seconds", "1", "--servers", "lepus",
+                           "--io", "epoll,uring",
                            "--scenarios", "small", "--modes", "pinned", "--lepus", BINARY,
                            "--out", self.out, "--port-base", str(free_port_pair()),
                            "--no-charts"])
         self.assertEqual(result.returncode, 0, result.stderr)
-        self.assertIn("small: lepus-uring, run 1 of 1", result.stderr)
+        self.assertIn("small: round 1 of 1, lepus-uring", result.stderr)
         with open(os.path.join(self.out, "results.csv")) as f:
             rows = [row for row in csv.DictReader(f) if row["test"] == "small"]
         self.assertEqual(sorted(row["server"] for row in rows), ["lepus", "lepus-uring"])

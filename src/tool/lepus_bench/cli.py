@@ -1,11 +1,13 @@
 """lepus-bench: fair, repeatable ab and wrk comparisons of lepus against
 nginx and apache (lighttpd and h2o on request), side by side.
 
-main() parses the command line, starts every server on its own loopback port
-with a generated config, checks each answers correctly, runs the scenarios
-alternating servers run by run (A B C A B C ...), and writes CSV, JSON, a
-Markdown table and gnuplot charts. Servers are stopped by pid on the way out,
-also on Ctrl-C and SIGTERM.
+main() parses the command line, starts every server of a mode at once on its
+own loopback port with a generated config, checks each answers correctly, runs
+each scenario in short interleaved rounds (rounds.py: every server a turn per
+round, in rotating order), and writes CSV, JSON, a Markdown report with the
+verdict (ratios.py: the median of the per-round ratios lepus / other server)
+and gnuplot charts. Servers are stopped by pid on the way out, also on Ctrl-C
+and SIGTERM.
 """
 import argparse
 import datetime
@@ -22,7 +24,7 @@ import sys
 import tempfile
 import time
 
-from . import loadgen, report, scenarios, servers
+from . import loadgen, ratios, report, rounds, scenarios, servers
 from .servers import BenchError
 
 TOOL_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -42,7 +44,10 @@ def parse_args(argv):
     parser = OneLineParser(
         prog="lepus-bench",
         description="Runs ab and wrk against lepus, nginx and apache (lighttpd, h2o on "
-        "request) with the same settings, and writes CSV, JSON, Markdown and PNG charts.",
+        "request) with the same settings, in short interleaved rounds (all servers up at "
+        "once; each round gives every server a turn of the same load, in rotating order), "
+        "and writes CSV, JSON, Markdown and PNG charts. The verdict is the median over the "
+        "rounds of the per-round ratio lepus / other server, with its min-max.",
         epilog="Scenarios: " + "; ".join("%s: %s" % (s.name, s.describe)
                                           for s in scenarios.SCENARIOS))
     parser.add_argument("--servers", default=",".join(servers.DEFAULT_SERVERS),
@@ -50,7 +55,7 @@ def parse_args(argv):
     parser.add_argument("--io", default=None, metavar="LIST",
                         help="lepus's event engines, comma-separated, from: %s (default %s); "
                         "lepus runs once per engine, as a server of its own (lepus, "
-                        "lepus-uring), alternated with the others"
+                        "lepus-uring), in the same rounds as the others"
                         % (",".join(servers.IO_BACKENDS), servers.DEFAULT_IO))
     parser.add_argument("--scenarios", default=None,
                         help="comma-separated scenario names (default: all; --quick: all but "
@@ -59,13 +64,25 @@ def parse_args(argv):
                         help="pinned (server on CPU 0, generator on CPU 1, one worker) and/or "
                         "unpinned (two workers)")
     parser.add_argument("--quick", action="store_true",
-                        help="short runs (3 s, fewer requests), one run each")
-    parser.add_argument("--runs", type=int, default=None, help="runs per server (median; "
-                        "default 3, 1 with --quick)")
+                        help="3 rounds (unless --rounds), no ab-big, smaller idle and "
+                        "slowloris runs")
+    parser.add_argument("--rounds", "--runs", type=int, default=None, dest="rounds",
+                        help="rounds per scenario: each gives every server one turn "
+                        "(default 7, 3 with --quick; --runs is the old name of this flag, "
+                        "from before the rounds)")
+    parser.add_argument("--round-seconds", type=int, default=3, metavar="S",
+                        help="seconds of load in one server's turn (default 3)")
+    parser.add_argument("--warmup-seconds", type=int, default=1, metavar="S",
+                        help="seconds of the same load per server before a scenario's first "
+                        "round, not counted (default 1; 0: none)")
     parser.add_argument("--out", default=None, help="results folder (default "
                         "./bench-results/DATE)")
     parser.add_argument("--lepus", default=None, help="the lepus binary (default: the one "
                         "of the same build tree)")
+    parser.add_argument("--lepus-before", default=None, metavar="BINARY",
+                        help="another lepus binary (e.g. the build before a change), run with "
+                        "the same settings as server 'lepus-before' in the same rounds; the "
+                        "verdict also gives lepus / lepus-before")
     parser.add_argument("--port-base", type=int, default=28080,
                         help="first port; servers use consecutive ports")
     parser.add_argument("--idle-connections", type=int, default=10000,
@@ -76,8 +93,8 @@ def parse_args(argv):
     parser.add_argument("--keep-temp", action="store_true",
                         help="keep the generated configs and server logs")
     parser.add_argument("--redraw", metavar="DIR", default=None,
-                        help="only rewrite results.md and the charts of DIR from its "
-                        "results.json")
+                        help="only rewrite results.md, ratios.csv and the charts of DIR from "
+                        "its results.json")
     parser.add_argument("--micro", action="store_true",
                         help="run the Google Benchmark programs (build/<preset>/bench/*_bench) "
                         "into the results folder; alone, only them")
@@ -88,20 +105,33 @@ def parse_args(argv):
     args.io_list = _split(servers.DEFAULT_IO if args.io is None else args.io,
                           servers.IO_BACKENDS, "io engine")
     # lepus once per engine, in its place in the rotation: lepus lepus-uring nginx ...
+    # lepus-before follows them: lepus lepus-uring lepus-before nginx ...
+    before = [servers.LEPUS_BEFORE] if args.lepus_before else []
     args.server_list = [expanded for name in args.server_list
-                        for expanded in ([servers.lepus_name(io) for io in args.io_list]
-                                         if name == "lepus" else [name])]
+                        for expanded in (([servers.lepus_name(io) for io in args.io_list] +
+                                          before) if name == "lepus" else [name])]
+    if args.lepus_before is not None:
+        if servers.LEPUS_BEFORE not in args.server_list:
+            parser.error("--lepus-before measures lepus against another lepus, but lepus is "
+                         "not in --servers")
+        if not (os.path.isfile(args.lepus_before) and os.access(args.lepus_before, os.X_OK)):
+            parser.error("--lepus-before %s: no such executable" % args.lepus_before)
+        args.lepus_before = os.path.abspath(args.lepus_before)
     args.mode_list = _split(args.modes, MODES, "mode")
     if args.scenarios is None:
         args.scenario_list = [s.name for s in scenarios.SCENARIOS if s.quick or not args.quick]
     else:
         args.scenario_list = _split(args.scenarios, scenarios.BY_NAME, "scenario")
     args.only_micro = args.micro and not any(
-        a.startswith(("--servers", "--scenarios", "--io")) for a in argv)
-    if args.runs is None:
-        args.runs = 1 if args.quick else 3
-    if args.runs < 1:
-        parser.error("--runs must be at least 1")
+        a.startswith(("--servers", "--scenarios", "--io", "--lepus-before")) for a in argv)
+    if args.rounds is None:
+        args.rounds = 3 if args.quick else 7
+    if args.rounds < 1:
+        parser.error("--rounds must be at least 1")
+    if args.round_seconds < 1:
+        parser.error("--round-seconds must be at least 1")
+    if args.warmup_seconds < 0:
+        parser.error("--warmup-seconds must be 0 or more")
     return args
 
 
@@ -140,7 +170,7 @@ def _on_signal(signum, frame):
 
 
 class Progress:
-    """Progress on stderr, with a time-left estimate corrected as runs finish."""
+    """Progress on stderr, with a time-left estimate corrected as turns finish."""
 
     def __init__(self, total_estimate):
         self.remaining = total_estimate
@@ -159,19 +189,17 @@ class Progress:
         self.done_estimate += estimate
 
 
-def plan(args, params, modes):
-    """[(mode, scenario, run, runs, server name)] in the order they run."""
-    jobs = []
-    for mode in modes:
-        for name in args.scenario_list:
-            scenario = scenarios.BY_NAME[name]
-            if scenario.pinned_only and mode != "pinned" and "pinned" in modes:
-                continue
-            runs = 1 if scenario.once else args.runs
-            for run in range(1, runs + 1):
-                for server in args.server_list:  # alternated: A B C A B C ...
-                    jobs.append((mode, scenario, run, runs, server))
-    return jobs
+def plan(args, modes):
+    """[(mode, scenario)] in the order they run."""
+    return [(mode, scenarios.BY_NAME[name]) for mode in modes for name in args.scenario_list
+            if rounds.applies(scenarios.BY_NAME[name], mode, modes)]
+
+
+def lepus_binary(args, name, lepus):
+    """The binary of a lepus server (lepus-before's own), None for the others."""
+    if name == servers.LEPUS_BEFORE:
+        return args.lepus_before
+    return lepus if servers.lepus_io(name) else None
 
 
 def check_answers(server, php, notes):
@@ -192,7 +220,8 @@ def check_answers(server, php, notes):
 
 
 def run_mode(args, mode, params, lepus, root, tmp, jobs, progress, rows, notes):
-    """Starts every server for one mode, runs its jobs, stops them all."""
+    """Starts every server of one mode at once (each idles until its turn), runs
+    the mode's scenarios in interleaved rounds, stops them all."""
     pinned = mode == "pinned"
     server_cpus, client_cpus = ("0", "1") if pinned else (None, None)
     workers = 1 if pinned else 2
@@ -215,32 +244,18 @@ def run_mode(args, mode, params, lepus, root, tmp, jobs, progress, rows, notes):
                 started.append(fpm)
             server = servers.Server(
                 name, ports[name], root, os.path.join(tmp, mode, name), workers, server_cpus,
-                fpm.socket if fpm else None, args.access_log, lepus, nofile)
+                fpm.socket if fpm else None, args.access_log, nofile,
+                lepus=lepus_binary(args, name, lepus),
+                io=args.io_list[0] if name == servers.LEPUS_BEFORE else None)
             server.fpm = fpm
             started.append(server)
             if check_answers(server, needs_php, notes):
                 live[name] = server
-        ctx = scenarios.Context(params, client_cpus)
-        for index, (_, scenario, run, runs, name) in enumerate(jobs, 1):
-            estimate = scenario.estimate(params)
-            server = live.get(name)
-            if server is None or (scenario.php and server.php_note):
-                progress.finished(estimate)
-                continue
-            progress.show("[%s] %s: %s, run %d of %d (job %d of %d)"
-                          % (mode, scenario.name, name, run, runs, index, len(jobs)))
-            try:
-                for test, metrics in scenario.run(ctx, server):
-                    rows.append(dict(mode=mode, test=test, server=name, run=run, **metrics))
-            except RuntimeError as error:
-                notes.append("%s %s %s run %d failed: %s" % (mode, scenario.name, name, run,
-                                                            error))
-                rows.append(dict(mode=mode, test=scenario.name, server=name, run=run,
-                                 error=str(error)))
-            if not server.process.alive():
-                raise BenchError("%s died during %s: %s" % (name, scenario.name,
-                                                           server.process.log_tail()))
-            progress.finished(estimate)
+        turns = rounds.Turns(mode, live, params, client_cpus, progress, rows, notes)
+        for _, scenario in jobs:
+            planned = rounds.estimate(scenario, params, args.rounds, len(args.server_list))
+            done = turns.run_scenario(scenario, args.rounds)
+            progress.finished(max(0.0, planned - done))  # servers that sat it out
     finally:
         # A second Ctrl-C must not leave a server half-stopped.
         previous = {sig: signal.signal(sig, signal.SIG_IGN) for sig in STOP_SIGNALS}
@@ -292,26 +307,31 @@ def meta_data(args, argv, modes, lepus):
             "cpu_model": models[0] if models else platform.machine(),
             "kernel": platform.release(), "load_start": "%.2f" % os.getloadavg()[0],
             "load_end": "?", "command": " ".join(["lepus-bench"] + argv),
-            "servers": args.server_list, "io": args.io_list, "modes": modes, "runs": args.runs,
-            "quick": args.quick, "access_log": args.access_log, "lepus": lepus,
-            "versions": {name: servers.server_version(name, lepus) for name in args.server_list}}
+            "servers": args.server_list, "io": args.io_list, "modes": modes,
+            "rounds": args.rounds, "round_seconds": args.round_seconds,
+            "warmup_seconds": args.warmup_seconds, "quick": args.quick,
+            "access_log": args.access_log, "lepus": lepus, "lepus_before": args.lepus_before,
+            "versions": {name: servers.server_version(name, lepus_binary(args, name, lepus))
+                         for name in args.server_list}}
 
 
 def write_results(out, meta, rows, notes, charts):
     if meta.get("load_end") in (None, "?"):  # kept as measured on --redraw
         meta["load_end"] = "%.2f" % os.getloadavg()[0]
     table = report.medians(rows)
+    verdict = ratios.verdict(rows, meta["servers"])
     notes = list(dict.fromkeys(notes))
     report.write_csv(os.path.join(out, "results.csv"), rows)
-    report.write_json(os.path.join(out, "results.json"), meta, rows, table, notes)
+    ratios.write_csv(os.path.join(out, "ratios.csv"), verdict)
+    report.write_json(os.path.join(out, "results.json"), meta, rows, table, verdict, notes)
     drawn = []
     if charts and table:
         try:
-            drawn = report.charts(out, meta, table)
+            drawn = report.charts(out, meta, table, verdict)
         except RuntimeError as error:
             notes.append(str(error))
     with open(os.path.join(out, "results.md"), "w") as f:
-        f.write(report.markdown(meta, table, notes))
+        f.write(report.markdown(meta, table, verdict, notes))
     return drawn
 
 
@@ -322,7 +342,11 @@ def redraw(out, charts):
             data = json.load(f)
     except (OSError, ValueError) as error:
         raise BenchError("--redraw %s: %s" % (out, error)) from None
-    write_results(out, data["meta"], data["runs"], data.get("notes", []), charts)
+    rows = data["runs"]
+    for row in rows:  # results from before the rounds numbered alternated runs
+        if "run" in row and "round" not in row:
+            row["round"] = row.pop("run")
+    write_results(out, data["meta"], rows, data.get("notes", []), charts)
     sys.stderr.write("lepus-bench: redrawn %s\n" % out)
     return 0
 
@@ -354,13 +378,16 @@ def main(argv=None):
             notes.append("one CPU only: no pinned mode")
             if not modes:
                 raise BenchError("pinned mode needs two CPUs; use --modes unpinned")
-        params = scenarios.Params(args.quick, args.idle_connections)
-        jobs = plan(args, params, modes)
+        params = scenarios.Params(args.quick, args.idle_connections, args.round_seconds,
+                                  args.warmup_seconds)
+        jobs = plan(args, modes)
         os.makedirs(out, exist_ok=True)
         tmp = tempfile.mkdtemp(prefix="lepus-bench-")
         root = servers.make_document_root(os.path.join(tmp, "www"))
         meta = meta_data(args, argv, modes, lepus)
-        progress = Progress(sum(job[1].estimate(params) for job in jobs) + 3 * len(modes))
+        progress = Progress(sum(rounds.estimate(scenario, params, args.rounds,
+                                                len(args.server_list))
+                                for _, scenario in jobs) + 3 * len(modes))
         rows = []
         try:
             for mode in modes:
@@ -369,7 +396,7 @@ def main(argv=None):
         finally:
             if rows:
                 drawn = write_results(out, meta, rows, notes, not args.no_charts)
-                sys.stderr.write("lepus-bench: results in %s (results.md, results.csv, "
+                sys.stderr.write("lepus-bench: results in %s (results.md, results.csv, ratios.csv, "
                                  "results.json%s)\n" % (out, ", %d charts" % len(drawn)
                                                         if drawn else ""))
         if args.micro:

@@ -59,10 +59,14 @@ def run_generator(cmd, cpus=None, timeout=None):
     return Generated(proc.returncode, text, wall, usage.ru_utime + usage.ru_stime)
 
 
-def wrk_command(url, connections, seconds, threads=1):
-    """wrk with our Lua done() hook that prints one parseable JSON line."""
-    return [find_program("wrk"), "-t%d" % threads, "-c%d" % connections, "-d%ds" % seconds,
-            "--latency", "--timeout", "10s", "-s", WRK_SCRIPT, url]
+def wrk_command(url, connections, seconds, threads=1, headers=()):
+    """wrk with our Lua done() hook that prints one parseable JSON line; each
+    header ("Name: value") goes on every request."""
+    cmd = [find_program("wrk"), "-t%d" % threads, "-c%d" % connections, "-d%ds" % seconds,
+           "--latency", "--timeout", "10s", "-s", WRK_SCRIPT]
+    for header in headers:
+        cmd += ["-H", header]
+    return cmd + [url]
 
 
 def parse_wrk(generated):
@@ -81,9 +85,24 @@ def parse_wrk(generated):
             "non2xx": data["status_errors"], "seconds": seconds}
 
 
-def ab_command(url, requests, concurrency, keepalive=False, tolerate_errors=False):
-    """ab (HTTP/1.0) with -k for keepalive and -r to go on after socket errors."""
-    cmd = [find_program("ab"), "-q", "-n", str(requests), "-c", str(concurrency), "-s", "30"]
+# ab -t alone stops at 50,000 requests (its stats array is sized by -n), which a
+# keepalive run passes in a fraction of a second: -n is raised to this many per
+# second of -t so that the time limit is what ends the run. ab touches only the
+# entries it fills (32 bytes each), so the large calloc costs no real memory.
+AB_REQUESTS_PER_SECOND_BOUND = 500000
+
+
+def ab_command(url, concurrency, seconds=None, requests=None, keepalive=False,
+               tolerate_errors=False):
+    """ab (HTTP/1.0) for `seconds` (-t) or for a number of requests (-n), with
+    -k for keepalive and -r to go on after socket errors."""
+    cmd = [find_program("ab"), "-q"]
+    if seconds is not None:
+        # -t before -n: ab's -t resets the request count, a later -n sets it again.
+        cmd += ["-t", str(seconds), "-n", str(seconds * AB_REQUESTS_PER_SECOND_BOUND)]
+    else:
+        cmd += ["-n", str(requests)]
+    cmd += ["-c", str(concurrency), "-s", "30"]
     if keepalive:
         cmd.append("-k")
     if tolerate_errors:

@@ -1,5 +1,5 @@
-"""Results: every run as CSV and JSON, the medians as a Markdown table, and
-PNG bar charts drawn by gnuplot.
+"""Results: every turn as CSV and JSON, the verdict (ratios.py) and the
+medians as Markdown tables, and PNG bar charts drawn by gnuplot.
 """
 import csv
 import json
@@ -7,27 +7,31 @@ import os
 import statistics
 import subprocess
 
+from . import ratios
 from .servers import find_program, lepus_name
 
-# Columns of results.csv, in order (one line per server, test and run).
-CSV_FIELDS = ["mode", "test", "server", "run", "rps", "rps_per_core", "server_cores",
+# Columns of results.csv, in order (one line per server, test and round; turn =
+# the server's place in that round's order).
+CSV_FIELDS = ["mode", "test", "server", "round", "turn", "rps", "rps_per_core", "server_cores",
               "client_cores", "generator_bound", "p50_ms", "p90_ms", "p99_ms", "max_ms",
               "failed", "non2xx", "mbps", "server_rss_mb", "backend_cores", "requests",
               "seconds", "idle_held", "idle_still_open", "rss_per_idle_kib", "outage_s",
               "probes", "probes_failed", "slow_connected", "slow_closed", "slow_total"]
 LABELS = {
     "ab": "ab -c100, no keepalive, `/`", "ab-big": "ab -c1000 -r, no keepalive, `/`",
-    "ab-k": "ab -k -c100 `/`", "small": "wrk -c100 `/`", "4k": "wrk -c100 4 KiB",
+    "ab-k": "ab -k -c100 `/`", "close": "wrk -c100 `Connection: close`, `/`",
+    "small": "wrk -c100 `/`", "4k": "wrk -c100 4 KiB",
     "100k": "wrk -c100 100 KiB", "c1000": "wrk -c1000 `/`", "10m": "wrk -c10 10 MiB",
     "php wrk": "wrk -c50 hello.php", "php ab": "ab -c50 hello.php",
     "idle 0": "wrk -c50 `/`, no idle connections", "slowloris": "slowloris (slowhttptest -H)"}
 # Short names under the bars (the tables carry the long ones).
-CHART_LABELS = {"ab": "ab", "ab-big": "ab -c1000", "ab-k": "ab -k", "small": "wrk /",
+CHART_LABELS = {"ab": "ab", "ab-big": "ab -c1000", "ab-k": "ab -k", "close": "wrk close",
+                "small": "wrk /",
                 "4k": "wrk 4 KiB", "100k": "wrk 100 KiB", "c1000": "wrk -c1000 /",
                 "php wrk": "wrk php", "php ab": "ab php", "idle 0": "wrk -c50 /"}
 CHART_TESTS_EXCLUDED = ("10m", "slowloris")  # MB/s and seconds: not request rates
-# Fields summarised by the largest run, not the median: allocators keep the
-# memory the first idle run grew, so later runs of the same server show ~0.
+# Fields summarised by the largest round, not the median: allocators keep the
+# memory the first idle round grew, so later rounds of the same server show ~0.
 MAX_FIELDS = ("rss_per_idle_kib",)
 
 
@@ -38,7 +42,7 @@ def label(test):
 
 
 def medians(rows):
-    """{(mode, test, server): {field: median}} over the runs of each."""
+    """{(mode, test, server): {field: median}} over the rounds of each."""
     groups = {}
     for row in rows:
         if "error" in row:
@@ -46,8 +50,8 @@ def medians(rows):
         groups.setdefault((row["mode"], row["test"], row["server"]), []).append(row)
     result = {}
     for key, runs in groups.items():
-        merged = {"runs": len(runs)}
-        for field in CSV_FIELDS[4:]:
+        merged = {"rounds": len(runs)}
+        for field in CSV_FIELDS[CSV_FIELDS.index("rps"):]:
             values = [r[field] for r in runs if isinstance(r.get(field), (int, float))
                       and not isinstance(r.get(field), bool)]
             if values:
@@ -69,8 +73,9 @@ def _csv_value(value):
     return round(value, 4) if isinstance(value, float) else value
 
 
-def write_json(path, meta, rows, table, notes):
-    data = {"meta": meta, "runs": rows, "notes": notes,
+def write_json(path, meta, rows, table, verdict, notes):
+    """"runs": every turn (the key predates the rounds), "ratios": the verdict."""
+    data = {"meta": meta, "runs": rows, "notes": notes, "ratios": verdict,
             "medians": [dict(mode=k[0], test=k[1], server=k[2], **v) for k, v in table.items()]}
     with open(path, "w") as f:
         json.dump(data, f, indent=1, sort_keys=True)
@@ -125,29 +130,33 @@ def cell(test, m):
     return text
 
 
-def markdown(meta, table, notes):
-    """The Markdown report: a header, one table per mode, a details table, notes."""
+def markdown(meta, table, verdict, notes):
+    """The Markdown report: a header, the verdict (ratios), one table of medians
+    per mode, a details table, notes."""
     servers = meta["servers"]
     # No H1: the lead includes this file inside README.md and docs/BENCHMARKS.md.
     lines = ["lepus-bench, %s on %s (%d CPUs, %s), Linux %s; load average %s at start, %s at end. "
              "Command: `%s`." % (meta["date"], meta["host"], meta["cpus"], meta["cpu_model"],
                                  meta["kernel"], meta["load_start"], meta["load_end"],
                                  meta["command"]), "",
-             "Versions: %s. Median of %s run(s), servers alternated run by run; the same "
-             "settings for all (access log %s, keepalive 300 s without a request limit, "
-             "sendfile on, each its own php-fpm with a static pool of 8)." % (
-                 ", ".join("%s %s" % (s, meta["versions"].get(s, "?")) for s in servers),
-                 meta["runs"], "on" if meta["access_log"] else "off"), ""]
+             "Versions: %s. %s; the same settings for all (access log %s, keepalive 300 s "
+             "without a request limit, sendfile on, each its own php-fpm with a static pool "
+             "of 8)." % (", ".join("%s %s" % (s, meta["versions"].get(s, "?")) for s in servers),
+                         _rounds_sentence(meta), "on" if meta["access_log"] else "off"), ""]
     lines += _engines_line(meta)
+    modes = [mode for mode in meta["modes"] if _tests(table, mode)]
+    lines += ratios.markdown(meta, verdict, lambda mode: _tests(table, mode), label)
+    missing = ratios.missing_note(servers)
+    if missing:
+        lines += ["No verdict: %s." % missing, ""]
     lines += ["RPS per core = requests per second / server CPU in cores (utime+stime of all "
               "its processes, /proc). † = the load generator used ≥ 90% of a core: the figure "
               "is the generator's limit, compare RPS/core. ⚠ = failed or non-2xx responses.",
               ""]
-    modes = [mode for mode in meta["modes"] if _tests(table, mode)]
     for mode in modes:
         title = {"pinned": "Pinned: server on CPU 0 (one worker), generator on CPU 1",
                  "unpinned": "Unpinned: two workers, sharing both CPUs with the generator"}
-        lines += ["### " + title.get(mode, mode), "",
+        lines += ["### " + title.get(mode, mode) + " (medians over the rounds)", "",
                   "| test | " + " | ".join(servers) + " |",
                   "|---|" + "---:|" * len(servers)]
         for test in _tests(table, mode):
@@ -179,6 +188,21 @@ def markdown(meta, table, notes):
     return "\n".join(lines) + "\n"
 
 
+def _rounds_sentence(meta):
+    """How the figures were taken: interleaved rounds (or, in a results.json from
+    before them, alternated runs)."""
+    if "rounds" not in meta:
+        return "Median of %s run(s), servers alternated run by run" % meta.get("runs", "?")
+    text = ("%d interleaved rounds of %d s per server (all servers up at once, every server a "
+            "turn per round, the order rotating by one each round" % (
+                meta["rounds"], meta["round_seconds"]))
+    if meta.get("warmup_seconds"):
+        text += ", after a %d s warm-up of each per scenario" % meta["warmup_seconds"]
+    if meta.get("lepus_before"):
+        text += "; `lepus-before` = `%s`" % meta["lepus_before"]
+    return text + ")"
+
+
 def _engines_line(meta):
     """Which lepus column is which --io engine, when more than the default ran."""
     engines = meta.get("io") or ["epoll"]
@@ -190,7 +214,7 @@ def _engines_line(meta):
 
 
 def _tests(table, mode):
-    order = ["ab", "ab-big", "ab-k", "small", "4k", "100k", "c1000", "10m", "php wrk",
+    order = ["ab", "ab-big", "ab-k", "close", "small", "4k", "100k", "c1000", "10m", "php wrk",
              "php ab", "idle 0"]
     present = {test for (m, test, _) in table if m == mode}
     tests = [t for t in order if t in present]
@@ -198,14 +222,20 @@ def _tests(table, mode):
     return tests + (["slowloris"] if "slowloris" in present else [])
 
 
-def charts(out, meta, table):
-    """Draws bench-<mode>-rps.png, -rps-per-core.png and -latency.png; returns paths."""
+def charts(out, meta, table, verdict=()):
+    """Draws bench-<mode>-rps.png, -rps-per-core.png and -latency.png (medians),
+    and -ratio-rps.png and -ratio-per-core.png (the verdict); returns paths."""
     gnuplot = find_program("gnuplot")
     if not gnuplot:
         return []
     servers = meta["servers"]
     drawn = []
     for mode in meta["modes"]:
+        for name, title in (("rps", "req/s (GB/s for 10 MiB)"),
+                            ("per_core", "per server core-second")):
+            png = _ratio_chart(gnuplot, out, mode, [e for e in verdict if e["mode"] == mode],
+                               _tests(table, mode), name, title)
+            drawn += [png] if png else []
         tests = [t for t in _tests(table, mode) if t not in CHART_TESTS_EXCLUDED]
         if not tests:
             continue
@@ -248,8 +278,60 @@ def charts(out, meta, table):
     return drawn
 
 
+def _ratio_chart(gnuplot, out, mode, entries, tests, name, title):
+    """bench-<mode>-ratio-<name>.png: a bar per test and pair (lepus / other) at the
+    median of the per-round ratios, its whisker from min to max; None if empty."""
+    pairs = list(dict.fromkeys((e["server"], e["against"]) for e in entries
+                               if name + "_median" in e))
+    by_key = {(e["test"], e["server"], e["against"]): e for e in entries}
+    chosen = [t for t in tests if any((t,) + pair in by_key for pair in pairs)]
+    if not pairs or not chosen:
+        return None
+    suffix = name.replace("_", "-")
+    data = os.path.join(out, "bench-%s-ratio-%s.dat" % (mode, suffix))
+    png = os.path.join(out, "bench-%s-ratio-%s.png" % (mode, suffix))
+    with open(data, "w") as f:
+        for test in chosen:
+            cells = []
+            for pair in pairs:
+                entry = by_key.get((test,) + pair, {})
+                cells += ["%.4f" % entry[name + field] if name + field in entry else "-"
+                          for field in ("_median", "_min", "_max")]
+            f.write('"%s" %s\n' % (CHART_LABELS.get(test) or test, " ".join(cells)))
+    # Colour of the other server: the bars are "lepus against it".
+    colours = ['set linetype %d lc rgb "%s"' % (i + 1, COLOURS.get(against, "#7f8c8d"))
+               for i, (_, against) in enumerate(pairs)]
+    plots = ['"%s" using %d:%d:%d%s title "%s / %s" lt %d' % (
+        data, 2 + 3 * i, 3 + 3 * i, 4 + 3 * i, ":xtic(1)" if i == 0 else "", server, against,
+        i + 1) for i, (server, against) in enumerate(pairs)]
+    script = "\n".join(colours + [
+        'set terminal pngcairo size 1200,600 font "Sans,10"',
+        'set output "%s"' % png,
+        'set title "lepus-bench, %s: lepus / other server, %s (median of the per-round ratios, '
+        'min-max)" font "Sans,12"' % (mode, title),
+        "set style data histograms",
+        "set style histogram errorbars gap 1 lw 1",
+        "set style fill solid 0.85 border -1",
+        "set boxwidth 0.9",
+        'set datafile missing "-"',
+        "set key outside top center horizontal",
+        "set grid ytics",
+        "set xtics scale 0",
+        "set yrange [0:*]",
+        # Above the line lepus is ahead.
+        "set arrow from graph 0, first 1 to graph 1, first 1 nohead dt 2 lw 1.5",
+        "set lmargin 10",
+        "set bmargin 3",
+        "plot " + ", ".join(plots), ""])
+    result = subprocess.run([gnuplot], input=script, capture_output=True, text=True)
+    if result.returncode != 0 or not os.path.exists(png):
+        raise RuntimeError("gnuplot failed: " + result.stderr.strip()[-300:])
+    return png
+
+
 # One colour per server in every chart, whatever the server list.
-COLOURS = {"lepus": "#c0392b", "lepus-uring": "#f1948a", "nginx": "#27ae60",
+COLOURS = {"lepus": "#c0392b", "lepus-uring": "#f1948a", "lepus-before": "#641e16",
+           "nginx": "#27ae60",
            "apache": "#2980b9", "lighttpd": "#e67e22", "h2o": "#8e44ad"}
 
 

@@ -1,7 +1,8 @@
-"""The scenarios: each loads one server once and returns one or more rows of
-metrics (test name -> dict). A row always carries the server's CPU (from
-/proc), the generator's own CPU (from wait4) and whether the generator, not
-the server, was the bottleneck.
+"""The scenarios: each loads one server for one turn of a round (a few
+seconds) and returns one or more rows of metrics (test name -> dict). A row
+always carries the server's CPU during its turn (from /proc), the generator's
+own CPU (from wait4) and whether the generator, not the server, was the
+bottleneck.
 """
 import re
 import threading
@@ -13,26 +14,26 @@ GENERATOR_BOUND = 0.90  # generator CPU, in cores, at which it is the bottleneck
 
 
 class Params:
-    """Durations and request counts: full runs follow ANCHORS.md, --quick is short."""
+    """How long a turn lasts, and the sizes of the idle and slowloris scenarios
+    (--quick makes those smaller)."""
 
-    def __init__(self, quick, idle_connections):
+    def __init__(self, quick, idle_connections, round_seconds=3, warmup_seconds=1):
         self.quick = quick
-        self.seconds = 3 if quick else 10
-        self.ab_requests = 20000 if quick else 100000
-        self.ab_big_requests = 1000000
-        self.ab_k_requests = 50000 if quick else 200000
-        self.php_ab_requests = 3000 if quick else 20000
+        self.round_seconds = round_seconds
+        self.warmup_seconds = warmup_seconds
         self.idle_connections = idle_connections
         self.slowloris_connections = 500 if quick else 1000
         self.slowloris_seconds = 10 if quick else 60
 
 
 class Context:
-    """Where the generator runs, and the durations."""
+    """Where the generator runs, and how long this turn lasts (a round's turn,
+    or the shorter warm-up)."""
 
-    def __init__(self, params, client_cpus):
+    def __init__(self, params, client_cpus, seconds):
         self.params = params
         self.client_cpus = client_cpus
+        self.seconds = seconds
 
 
 def measure(ctx, server, cmd, parse, timeout=None):
@@ -63,15 +64,16 @@ def url(server, path="/"):
     return "http://127.0.0.1:%d%s" % (server.port, path)
 
 
-def wrk(ctx, server, path, connections):
-    p = ctx.params
-    return measure(ctx, server, loadgen.wrk_command(url(server, path), connections, p.seconds),
-                   loadgen.parse_wrk, timeout=p.seconds + 60)
+def wrk(ctx, server, path, connections, headers=()):
+    cmd = loadgen.wrk_command(url(server, path), connections, ctx.seconds, headers=headers)
+    return measure(ctx, server, cmd, loadgen.parse_wrk, timeout=ctx.seconds + 60)
 
 
-def ab(ctx, server, path, requests, concurrency, keepalive=False, tolerate=False):
-    cmd = loadgen.ab_command(url(server, path), requests, concurrency, keepalive, tolerate)
-    return measure(ctx, server, cmd, loadgen.parse_ab, timeout=600)
+def ab(ctx, server, path, concurrency, keepalive=False, tolerate=False):
+    """ab for this turn's seconds (-t)."""
+    cmd = loadgen.ab_command(url(server, path), concurrency, seconds=ctx.seconds,
+                             keepalive=keepalive, tolerate_errors=tolerate)
+    return measure(ctx, server, cmd, loadgen.parse_ab, timeout=ctx.seconds + 60)
 
 
 def run_idle(ctx, server):
@@ -113,7 +115,8 @@ def run_slowloris(ctx, server):
     try:
         time.sleep(min(6, p.slowloris_seconds / 2))  # -r 200: all connections open by now
         try:
-            during = ab(ctx, server, "/", 2000, 10, tolerate=True)
+            cmd = loadgen.ab_command(url(server, "/"), 10, requests=2000, tolerate_errors=True)
+            during = measure(ctx, server, cmd, loadgen.parse_ab, timeout=120)
         except RuntimeError as error:  # e.g. ab's own 30 s timeout: still report the outage
             during = {"rps": 0.0, "failed": 2000, "non2xx": 0, "ab_error": str(error)[-120:]}
     except BaseException:
@@ -145,55 +148,67 @@ def _last_number(pattern, text):
 
 
 class Scenario:
-    """A named workload: which programs it needs, its rough duration, how to run it."""
+    """A named workload: which programs it needs, its rough duration, how to run
+    one turn of it, and how to warm a server up for it."""
 
     def __init__(self, name, describe, needs, estimate, run, quick=True, pinned_only=False,
-                 php=False, once=False):
+                 php=False, once=False, warm_up=None):
         self.name = name
         self.describe = describe
         self.needs = needs
-        self.estimate = estimate  # Params -> seconds per server per run
+        self.estimate = estimate  # (Params, seconds of the turn) -> seconds per server
         self.run = run  # (Context, Server) -> [(test name, metrics)]
         self.quick = quick
         self.pinned_only = pinned_only
         self.php = php
-        self.once = once  # one run even when --runs asks for more (it is long)
+        self.once = once  # one round, no warm-up, whatever --rounds says (it is long)
+        # (Context, Server) -> None; by default one turn of the scenario itself.
+        self.warm_up = warm_up or (lambda ctx, server: self.run(ctx, server))
 
 
 def _single(test, function):
     return lambda ctx, server: [(test, function(ctx, server))]
 
 
+def _turn(p, seconds):
+    return seconds + 1  # the generator's start and the /proc samples
+
+
+# wrk -H "Connection: close": every response ends its connection, and wrk opens the
+# next one at once. wrk spends less per connection than ab, so the server, not the
+# generator, becomes the limit of a connection-churn run (issue 15).
+CLOSE_HEADER = "Connection: close"
+
 SCENARIOS = [
-    Scenario("ab", "ab -n N -c 100, HTTP/1.0, a new connection per request", ["ab"],
-             lambda p: p.ab_requests / 15000 + 1,
-             _single("ab", lambda c, s: ab(c, s, "/", c.params.ab_requests, 100))),
-    Scenario("ab-big", "ab -n 1000000 -c 1000 -r", ["ab"], lambda p: p.ab_big_requests / 20000,
-             _single("ab-big", lambda c, s: ab(c, s, "/", c.params.ab_big_requests, 1000,
-                                               tolerate=True)), quick=False),
-    Scenario("ab-k", "ab -k -n N -c 100 (keepalive)", ["ab"], lambda p: p.ab_k_requests / 40000 + 1,
-             _single("ab-k", lambda c, s: ab(c, s, "/", c.params.ab_k_requests, 100,
-                                             keepalive=True))),
-    Scenario("small", "wrk -t1 -c100 on / (612 B)", ["wrk"], lambda p: p.seconds + 1,
+    Scenario("ab", "ab -c 100 for a turn, HTTP/1.0, a new connection per request", ["ab"],
+             _turn, _single("ab", lambda c, s: ab(c, s, "/", 100))),
+    Scenario("ab-big", "ab -c 1000 -r for a turn", ["ab"], _turn,
+             _single("ab-big", lambda c, s: ab(c, s, "/", 1000, tolerate=True)), quick=False),
+    Scenario("ab-k", "ab -k -c 100 for a turn (keepalive)", ["ab"], _turn,
+             _single("ab-k", lambda c, s: ab(c, s, "/", 100, keepalive=True))),
+    Scenario("close", "wrk -t1 -c100 with 'Connection: close' on / (a connection per "
+             "request)", ["wrk"], _turn,
+             _single("close", lambda c, s: wrk(c, s, "/", 100, headers=[CLOSE_HEADER]))),
+    Scenario("small", "wrk -t1 -c100 on / (612 B)", ["wrk"], _turn,
              _single("small", lambda c, s: wrk(c, s, "/", 100))),
-    Scenario("4k", "wrk -t1 -c100 on /4k.html", ["wrk"], lambda p: p.seconds + 1,
+    Scenario("4k", "wrk -t1 -c100 on /4k.html", ["wrk"], _turn,
              _single("4k", lambda c, s: wrk(c, s, "/4k.html", 100))),
-    Scenario("100k", "wrk -t1 -c100 on /100k.bin", ["wrk"], lambda p: p.seconds + 1,
+    Scenario("100k", "wrk -t1 -c100 on /100k.bin", ["wrk"], _turn,
              _single("100k", lambda c, s: wrk(c, s, "/100k.bin", 100))),
-    Scenario("c1000", "wrk -t1 -c1000 on /", ["wrk"], lambda p: p.seconds + 2,
+    Scenario("c1000", "wrk -t1 -c1000 on /", ["wrk"], lambda p, seconds: seconds + 2,
              _single("c1000", lambda c, s: wrk(c, s, "/", 1000))),
-    Scenario("10m", "wrk -t1 -c10 on /10m.bin (MB/s)", ["wrk"], lambda p: p.seconds + 1,
+    Scenario("10m", "wrk -t1 -c10 on /10m.bin (GB/s)", ["wrk"], _turn,
              _single("10m", lambda c, s: wrk(c, s, "/10m.bin", 10))),
-    Scenario("php", "wrk -c50 and ab -c50 on /hello.php (php-fpm, 8 static children)",
-             ["wrk", "ab", "php-fpm"], lambda p: p.seconds + p.php_ab_requests / 5000 + 2,
+    Scenario("php", "wrk -c50 and ab -c50 on /hello.php, a turn each (php-fpm, 8 static "
+             "children)", ["wrk", "ab", "php-fpm"], lambda p, seconds: 2 * seconds + 2,
              lambda c, s: [("php wrk", wrk(c, s, "/hello.php", 50)),
-                           ("php ab", ab(c, s, "/hello.php", c.params.php_ab_requests, 50))],
+                           ("php ab", ab(c, s, "/hello.php", 50))],
              php=True),
     Scenario("idle", "wrk -c50 on / with 0 and with N idle keepalive connections held",
-             ["wrk"], lambda p: 2 * p.seconds + p.idle_connections / 2500 + 3, run_idle,
-             pinned_only=True),
+             ["wrk"], lambda p, seconds: 2 * seconds + p.idle_connections / 2500 + 3, run_idle,
+             pinned_only=True, warm_up=lambda c, s: wrk(c, s, "/", 50)),
     Scenario("slowloris", "slowhttptest -H (slow headers) with a probe every 0.5 s",
-             ["slowhttptest", "ab"], lambda p: p.slowloris_seconds + 3, run_slowloris,
+             ["slowhttptest", "ab"], lambda p, seconds: p.slowloris_seconds + 3, run_slowloris,
              pinned_only=True, once=True),
 ]
 BY_NAME = {scenario.name: scenario for scenario in SCENARIOS}

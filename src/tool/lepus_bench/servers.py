@@ -24,6 +24,9 @@ DEFAULT_SERVERS = ("lepus", "nginx", "apache")
 # per engine, as a server of its own: "lepus" (epoll) and "lepus-uring".
 IO_BACKENDS = ("epoll", "uring")
 DEFAULT_IO = "epoll"
+# --lepus-before BINARY: another lepus build with the same settings, measured in the
+# same rounds, so that a change lands with a before/after taken in one run.
+LEPUS_BEFORE = "lepus-before"
 # Program -> Debian package, for the one-line "install this" message.
 PACKAGES = {"wrk": "wrk", "ab": "apache2-utils", "nginx": "nginx", "apache2": "apache2",
             "lighttpd": "lighttpd", "h2o": "h2o", "php-fpm": "php-fpm",
@@ -64,6 +67,11 @@ def lepus_io(name):
     if name.startswith("lepus-") and name[len("lepus-"):] in IO_BACKENDS:
         return name[len("lepus-"):]
     return None
+
+
+def is_lepus(name):
+    """Whether a server name is a lepus (on any engine, or the --lepus-before one)."""
+    return name == LEPUS_BEFORE or lepus_io(name) is not None
 
 
 def find_program(name):
@@ -245,8 +253,9 @@ class PhpFpm:
 class Server:
     """One web server under test, listening on 127.0.0.1:port."""
 
-    def __init__(self, name, port, root, tmp, workers, cpus, fpm_socket, access_log, lepus,
-                 nofile):
+    def __init__(self, name, port, root, tmp, workers, cpus, fpm_socket, access_log, nofile,
+                 lepus=None, io=None):
+        """lepus and io: the binary and event engine, for a lepus server."""
         self.name = name
         self.port = port
         self.tmp = tmp
@@ -264,8 +273,8 @@ class Server:
                   "FPM_SOCKET": fpm_socket or os.path.join(tmp, "no-php.sock"),
                   "BACKLOG": BACKLOG, "NOFILE": nofile, "MAX_CONNECTIONS": nofile - 100}
         stop_signal = signal.SIGTERM
-        io = lepus_io(name)
-        if io:
+        if is_lepus(name):
+            io = io or lepus_io(name) or DEFAULT_IO
             cmd = [lepus, root, "--listen", "127.0.0.1:%d" % port, "--threads", str(workers),
                    "--access-log", log or "off", "--error-log", os.path.join(tmp, "error.log"),
                    "--keepalive-timeout", "300s", "--keepalive-requests", "1000000000",
@@ -343,8 +352,8 @@ def lepus_has_flag(lepus, flag):
 
 
 def server_version(name, lepus):
-    """A short version string for the report header."""
-    if lepus_io(name):
+    """A short version string for the report header (lepus: that server's binary)."""
+    if is_lepus(name):
         program, flag = lepus, "--version"
     else:
         program = find_program(SERVER_PROGRAMS.get(name, name))
