@@ -114,12 +114,11 @@ class BenchToolTest(unittest.TestCase):
                                      for suffix in ("_min", "_median", "_max"))
                 self.assertLessEqual(low, median)
                 self.assertLessEqual(median, high)
-                # The same binary on both sides, so the true ratio is 1. The wide bound
-                # only catches a ratio taken from the wrong figures (servers swapped, rounds
-                # mixed, a unit slip); a shared CI machine can run one 1 s turn at half the
-                # speed of the next, and the tool's speed is no test's business.
-                self.assertGreater(median, 0.3, ratio)
-                self.assertLess(median, 3, ratio)
+                # No bound on the value: tests assert behaviour, never speed (a shared CI
+                # machine can run one 1 s turn at a third of the next one's speed). That
+                # ratios divide figures of the same round is checked exactly, on synthetic
+                # rounds, by test_verdict_divides_figures_of_the_same_round_only below.
+                self.assertGreater(low, 0, ratio)
 
         with open(os.path.join(self.out, "results.json")) as f:
             data = json.load(f)
