@@ -106,7 +106,7 @@ void Reactor::defer(int fd) {
 }
 
 EventHandler* Reactor::lookup(uint64_t key) const {
-    uint32_t fd = uint32_t(key);
+    auto fd = uint32_t(key);
     if (fd >= slots_.size()) return nullptr;
     const Slot& slot = slots_[fd];
     return slot.generation == uint32_t(key >> 32) ? slot.handler : nullptr;
@@ -173,8 +173,10 @@ void Reactor::arm_timerfd() {
 void Reactor::start_draining() {
     draining_ = true;
     drain_deadline_ms_ = now_ms_ + options_.shutdown_timeout_ms;
-    for (size_t fd = 0; fd < slots_.size(); ++fd)
-        if (slots_[fd].handler && slots_[fd].is_connection) slots_[fd].handler->on_shutdown();
+    // slots_ has a fixed size (max_fds), so a handler that removes itself does not
+    // invalidate the loop.
+    for (Slot& slot : slots_)
+        if (slot.handler && slot.is_connection) slot.handler->on_shutdown();
 }
 
 void Reactor::run() {
@@ -193,9 +195,8 @@ void Reactor::run() {
         if (draining_) {
             if (live_ == 0) break;
             if (now_ms_ >= drain_deadline_ms_) {
-                for (size_t fd = 0; fd < slots_.size(); ++fd)
-                    if (slots_[fd].handler && slots_[fd].is_connection)
-                        slots_[fd].handler->on_force_close();
+                for (Slot& slot : slots_)
+                    if (slot.handler && slot.is_connection) slot.handler->on_force_close();
                 break;
             }
         }
