@@ -16,12 +16,13 @@ import signal
 import socket
 import subprocess
 import sys
-import tempfile
 import unittest
+
+import harness
+from harness import BINARY
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 TOOL = os.path.join(HERE, "..", "..", "src", "tool", "lepus-bench")
-BINARY = os.environ.get("LEPUS_BINARY", "")
 sys.path.insert(0, os.path.dirname(TOOL))
 from lepus_bench import cli, servers  # noqa: E402  (the tool's own parser)
 
@@ -66,10 +67,7 @@ def run_tool(args, timeout=120):
 
 class BenchToolTest(unittest.TestCase):
     def setUp(self):
-        self.out = tempfile.mkdtemp(prefix="lepus-bench-test-")
-
-    def tearDown(self):
-        shutil.rmtree(self.out, ignore_errors=True)
+        self.out = harness.temp_dir(self, "bench-test")
 
     @unittest.skipUnless(shutil.which("wrk"), "wrk missing (apt-get install wrk)")
     def test_quick_small_against_lepus_writes_table_csv_json(self):
@@ -225,4 +223,4 @@ class BenchToolTest(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    unittest.main()
+    harness.main()
