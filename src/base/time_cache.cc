@@ -22,7 +22,6 @@ template <size_t Capacity> struct CachedText {
     }
 };
 
-thread_local CachedText<kImfFixdateLength> t_http_date;
 thread_local CachedText<40> t_access_log_time;
 thread_local CachedText<32> t_error_log_time;
 
@@ -40,14 +39,12 @@ const tm& local_time(time_t now) {
 
 } // namespace
 
-std::string_view cached_http_date(time_t now) {
-    CachedText<kImfFixdateLength>& cache = t_http_date;
-    if (now != cache.second) {
-        format_imf_fixdate(now, cache.text);
-        cache.length = kImfFixdateLength;
-        cache.second = now;
-    }
-    return cache.view();
+constinit thread_local detail::HttpDateCache detail::t_http_date;
+
+std::string_view detail::refresh_http_date(time_t now) {
+    format_imf_fixdate(now, t_http_date.text);
+    t_http_date.second = now;
+    return {t_http_date.text, kImfFixdateLength};
 }
 
 std::string_view cached_access_log_time(time_t now) {
