@@ -50,9 +50,9 @@ std::optional<uint64_t> parse_duration_ms(std::string_view text) {
     else if (unit == "ms")
         factor = 1;
     else if (unit == "m")
-        factor = 60 * 1000;
+        factor = uint64_t{60} * 1000;
     else if (unit == "h")
-        factor = 3600 * 1000;
+        factor = uint64_t{3600} * 1000;
     else
         return std::nullopt;
     return multiply(parts->number, factor);

@@ -30,9 +30,10 @@ std::unique_ptr<ScriptResolver> ScriptResolver::create(const ScriptResolverOptio
         new ScriptResolver(options, std::move(root), std::move(document_root)));
 }
 
-ScriptResolver::ScriptResolver(const ScriptResolverOptions& options, UniqueFd root,
+ScriptResolver::ScriptResolver(ScriptResolverOptions options, UniqueFd root,
                                std::string document_root)
-    : options_(options), root_(std::move(root)), document_root_(std::move(document_root)) {
+    : options_(std::move(options)), root_(std::move(root)),
+      document_root_(std::move(document_root)) {
     for (const std::string& extension : options_.extensions)
         extension_views_.push_back(extension);
 }

@@ -48,7 +48,7 @@ public:
     std::string_view document_root() const { return document_root_; }
 
 private:
-    ScriptResolver(const ScriptResolverOptions& options, UniqueFd root, std::string document_root);
+    ScriptResolver(ScriptResolverOptions options, UniqueFd root, std::string document_root);
     bool is_script_name(std::string_view name) const;
     // 0 when rel_path is a regular file under the root, else the errno-derived status
     // (404 for anything but a regular file, so a directory named x.php is not run).

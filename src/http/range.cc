@@ -12,7 +12,7 @@ bool read_number(std::string_view text, size_t& pos, uint64_t& value) {
     size_t start = pos;
     value = 0;
     while (pos < text.size() && text[pos] >= '0' && text[pos] <= '9') {
-        uint64_t digit = uint64_t(text[pos] - '0');
+        auto digit = uint64_t(text[pos] - '0');
         if (value > (UINT64_MAX - digit) / 10) return false;
         value = value * 10 + digit;
         ++pos;

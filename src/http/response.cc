@@ -1,5 +1,6 @@
 #include "http/response.h"
 
+#include "base/time_cache.h"
 #include "http/http_date.h"
 #include "log/error_log.h"
 
@@ -90,19 +91,16 @@ std::string_view status_reason(int status) {
 }
 
 void append_common_headers(time_t now, std::string& head) {
-    // nginx's ngx_time_update idea: the Date line changes once a second, so it
-    // is formatted once a second (per thread, as each reactor has its own).
+    // The date text is formatted once a second (base/time_cache.h); the two lines are
+    // assembled on the stack so the head grows by one append, as this runs per response.
     static constexpr std::string_view kPrefix = "Date: ";
     static constexpr std::string_view kSuffix = "\r\nServer: lepus\r\n";
-    thread_local time_t cached_second = -1;
-    thread_local char cached[kPrefix.size() + kHttpDateLength + kSuffix.size()];
-    if (now != cached_second) {
-        memcpy(cached, kPrefix.data(), kPrefix.size());
-        format_http_date(now, cached + kPrefix.size());
-        memcpy(cached + kPrefix.size() + kHttpDateLength, kSuffix.data(), kSuffix.size());
-        cached_second = now;
-    }
-    head.append(cached, sizeof cached);
+    const std::string_view date = cached_http_date(now);
+    char lines[kPrefix.size() + kHttpDateLength + kSuffix.size()];
+    memcpy(lines, kPrefix.data(), kPrefix.size());
+    memcpy(lines + kPrefix.size(), date.data(), kHttpDateLength);
+    memcpy(lines + kPrefix.size() + kHttpDateLength, kSuffix.data(), kSuffix.size());
+    head.append(lines, sizeof lines);
 }
 
 void begin_head(int status, time_t now, Response& out) {

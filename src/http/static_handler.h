@@ -29,7 +29,7 @@ struct StaticOptions {
     // at 100 KiB that beats writev + sendfile by about a quarter (BENCHMARKS.md),
     // as h2o found. Up to memory_budget bytes per handler (per reactor and site);
     // beyond it, files are sent with sendfile.
-    size_t small_file_limit = 128 * 1024;
+    size_t small_file_limit = size_t{128} * 1024;
     size_t memory_budget = 32 << 20;
     size_t cache_entries = 4096; // open-file cache bound (LRU)
     uint32_t cache_revalidate_ms = 1000;

@@ -54,7 +54,7 @@ int write_fully(int fd, iovec* iov, int count) {
             return errno;
         }
         if (n == 0) return EIO; // no progress on a non-empty write: never spin on it
-        size_t written = size_t(n);
+        auto written = size_t(n);
         while (count > 0 && written >= iov->iov_len) {
             written -= iov->iov_len;
             ++iov;

@@ -1,6 +1,7 @@
 #include "log/error_log.h"
 
 #include "base/clock.h"
+#include "base/time_cache.h"
 #include "log/async_logger.h"
 
 #include <atomic>
@@ -16,21 +17,6 @@ namespace {
 
 std::atomic<AsyncLogger*> g_error_logger{nullptr};
 std::atomic<int> g_max_level{int(LogLevel::Info)};
-
-// "2026/11/22 12:34:56", formatted at most once per second per thread (nginx
-// ngx_time_update keeps the same cache, shared; per thread needs no lock).
-std::string_view local_time_text(time_t now) {
-    thread_local time_t cached_second = -1;
-    thread_local char text[32];
-    thread_local size_t length = 0;
-    if (now != cached_second) {
-        tm local;
-        localtime_r(&now, &local);
-        length = strftime(text, sizeof text, "%Y/%m/%d %H:%M:%S", &local);
-        cached_second = now;
-    }
-    return {text, length};
-}
 
 // One write(2) per line: lines from several threads do not interleave mid-line.
 void write_line_to_stderr(const std::string& line) {
@@ -91,7 +77,7 @@ void append_error_line(LogLevel level, std::string_view message, std::string& ou
         message.remove_suffix(1);
     char ids[48];
     int ids_length = std::snprintf(ids, sizeof ids, "] %d#%d: ", int(::getpid()), int(::gettid()));
-    out.append(local_time_text(wall_seconds()));
+    out.append(cached_error_log_time(wall_seconds())); // "2026/11/22 12:34:56"
     out.append(" [");
     out.append(log_level_name(level));
     out.append(ids, size_t(ids_length));

@@ -14,7 +14,10 @@ constexpr uint8_t kMappedPrefix[12] = {0, 0, 0, 0, 0,    0,
 
 std::optional<Cidr> reject(std::string_view text, std::string_view why, std::string& error) {
     // Escaped: the text may come from a config file and hold a newline or a NUL.
-    error = "'";
+    // clear + push_back rather than `error = "'"`: gcc 12 warns about that
+    // assignment with a false -Wrestrict (GCC bug 105651), fatal under -Werror.
+    error.clear();
+    error.push_back('\'');
     append_log_escaped(text, error);
     error.append("' is not a network (ADDRESS or ADDRESS/BITS): ").append(why);
     return std::nullopt;

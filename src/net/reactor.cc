@@ -119,7 +119,7 @@ void Reactor::defer(int fd) {
 }
 
 EventHandler* Reactor::lookup(uint64_t key) const {
-    uint32_t fd = uint32_t(key);
+    auto fd = uint32_t(key);
     if (fd >= slots_.size()) return nullptr;
     const Slot& slot = slots_[fd];
     return slot.generation == uint32_t(key >> 32) ? slot.handler : nullptr;
@@ -186,8 +186,10 @@ void Reactor::arm_timerfd() {
 void Reactor::start_draining() {
     draining_ = true;
     drain_deadline_ms_ = clock_.now_ms + options_.shutdown_timeout_ms;
-    for (size_t fd = 0; fd < slots_.size(); ++fd)
-        if (slots_[fd].handler && slots_[fd].is_connection) slots_[fd].handler->on_shutdown();
+    // slots_ has a fixed size (max_fds), so a handler that removes itself does not
+    // invalidate the loop.
+    for (Slot& slot : slots_)
+        if (slot.handler && slot.is_connection) slot.handler->on_shutdown();
 }
 
 void Reactor::run() {
@@ -206,9 +208,8 @@ void Reactor::run() {
         if (draining_) {
             if (live_ == 0) break;
             if (clock_.now_ms >= drain_deadline_ms_) {
-                for (size_t fd = 0; fd < slots_.size(); ++fd)
-                    if (slots_[fd].handler && slots_[fd].is_connection)
-                        slots_[fd].handler->on_force_close();
+                for (Slot& slot : slots_)
+                    if (slot.handler && slot.is_connection) slot.handler->on_force_close();
                 break;
             }
         }

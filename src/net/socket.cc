@@ -112,7 +112,7 @@ UniqueFd open_listener(const SocketAddress& address, const ListenOptions& option
         if (errno == EADDRINUSE) {
             error = "port " + std::to_string(address.port()) + " is already in use (" +
                     address.to_string() + ")";
-            return UniqueFd();
+            return {};
         }
         return fail("bind");
     }

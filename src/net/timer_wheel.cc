@@ -81,7 +81,8 @@ size_t TimerWheel::expire(uint64_t now_ms) {
             unsigned level = unsigned(std::countr_zero(t)) / kBitsPerLevel;
             if (level >= kLevels) level = kLevels - 1;
             if (level > 0)
-                relink_all(uint16_t(level * kSlotsPerLevel + ((t >> shift_of(level)) & kSlotMask)));
+                relink_all(uint16_t(uint64_t{level} * kSlotsPerLevel +
+                                    ((t >> shift_of(level)) & kSlotMask)));
         }
         move_to_expired(uint16_t(t & kSlotMask));
     }
@@ -148,9 +149,9 @@ uint16_t TimerWheel::list_for(uint64_t deadline) const {
     const uint64_t position = deadline < now_ ? now_ : deadline;
     const uint64_t difference = position ^ now_;
     if (difference > kSpanMask) return kOverflowList;
-    const unsigned width = unsigned(std::bit_width(difference));
+    const auto width = unsigned(std::bit_width(difference));
     const unsigned level = width == 0 ? 0 : (width - 1) / kBitsPerLevel;
-    return uint16_t(level * kSlotsPerLevel + ((position >> shift_of(level)) & kSlotMask));
+    return uint16_t(uint64_t{level} * kSlotsPerLevel + ((position >> shift_of(level)) & kSlotMask));
 }
 
 void TimerWheel::link(TimerEntry& entry) {
@@ -175,7 +176,7 @@ uint64_t TimerWheel::next_event_after_now() const {
     // hence before any candidate of level k+1: the first level with one wins.
     for (unsigned level = 0; level < kLevels; ++level) {
         const unsigned shift = shift_of(level);
-        const unsigned current = unsigned((now_ >> shift) & kSlotMask);
+        const auto current = unsigned((now_ >> shift) & kSlotMask);
         const uint64_t later =
             current == kSlotMask ? 0 : occupied_[level] & (~uint64_t(0) << (current + 1));
         if (later == 0) continue;

@@ -11,8 +11,6 @@ malloc itself, and ASan refuses to start with another library preloaded first.
 bench/allocations_per_request.sh prints the same figures, and where they come from.
 """
 import contextlib
-import shutil
-import tempfile
 import time
 import os
 import sys
@@ -30,10 +28,12 @@ ARGS = ("--threads", "1", "--no-pin", "--keepalive-requests", "1000000000")
 
 
 def skip_reason():
-    if not harness.BINARY:
-        return "LEPUS_BINARY is not set"
+    """Why counting cannot work in this build, or None. A missing binary or shim is a
+    failure (CTest sets both), not a reason to skip."""
+    harness.require_binary()
     if not SHIM or not os.path.exists(SHIM):
-        return "LEPUS_ALLOC_SHIM is not set or missing (build target lepus_alloc_counter)"
+        raise AssertionError("LEPUS_ALLOC_SHIM is not set or missing (build target "
+                             "lepus_alloc_counter; CTest sets it)")
     sanitizer = alloc_counts.sanitizer_of(harness.BINARY)
     if sanitizer:
         return ("%s build: the sanitizer replaces malloc, so the counting shim cannot "
@@ -68,7 +68,7 @@ class Counted:
     """lepus (harness.Lepus) under the counting shim."""
 
     def __init__(self, access_log):
-        counts = os.path.join(tempfile.mkdtemp(prefix="lepus-alloc-"), "counts")
+        counts = os.path.join(harness.temp_dir(name="alloc"), "counts")
         self.counts_dir = os.path.dirname(counts)
         with environment(LD_PRELOAD=SHIM, LEPUS_ALLOC_COUNTS=counts):
             self.server = harness.Lepus(ARGS, access_log=access_log)
@@ -92,7 +92,7 @@ class Counted:
     def stop(self, test):
         self.counters.close()
         self.server.stop(test)
-        shutil.rmtree(self.counts_dir, ignore_errors=True)
+        harness.remove_temp_dir(self.counts_dir)
 
 
 class AllocationsTest(unittest.TestCase):

@@ -18,12 +18,13 @@ import signal
 import socket
 import subprocess
 import sys
-import tempfile
 import unittest
+
+import harness
+from harness import BINARY
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 TOOL = os.path.join(HERE, "..", "..", "src", "tool", "lepus-bench")
-BINARY = os.environ.get("LEPUS_BINARY", "")
 sys.path.insert(0, os.path.dirname(TOOL))
 from lepus_bench import cli, ratios, rounds, servers  # noqa: E402  (the tool's own code)
 
@@ -68,10 +69,7 @@ def run_tool(args, timeout=120):
 
 class BenchToolTest(unittest.TestCase):
     def setUp(self):
-        self.out = tempfile.mkdtemp(prefix="lepus-bench-test-")
-
-    def tearDown(self):
-        shutil.rmtree(self.out, ignore_errors=True)
+        self.out = harness.temp_dir(self, "bench-test")
 
     @unittest.skipUnless(shutil.which("wrk"), "wrk missing (apt-get install wrk)")
     def test_tiny_rounds_against_lepus_before_write_tables_csv_json_and_ratios(self):
@@ -323,4 +321,4 @@ class BenchToolTest(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    unittest.main()
+    harness.main()

@@ -4,23 +4,22 @@ its image."""
 import os
 import shutil
 import subprocess
-import tempfile
 import time
 import unittest
 
-from harness import Lepus, BINARY
+import harness
+from harness import Lepus
 
 WWW = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "www")
 CHROMIUM = shutil.which("chromium")
 
 
-@unittest.skipUnless(BINARY, "LEPUS_BINARY is not set")
 class DemoSiteInBrowser(unittest.TestCase):
     def test_chromium_renders_the_demo_site(self):
         if not CHROMIUM:
             self.fail("chromium is not installed (scripts/test installs Debian's chromium)")
         server = Lepus(root=os.path.abspath(WWW))
-        profile = tempfile.mkdtemp(prefix="lepus-chromium-")
+        profile = harness.temp_dir(self, "chromium")
         shot = os.path.join(profile, "demo.png")
         try:
             result = subprocess.run(
@@ -47,8 +46,7 @@ class DemoSiteInBrowser(unittest.TestCase):
             self.assertEqual(seen, wanted, "\n".join(server.access_lines()))
         finally:
             server.stop(self)
-            shutil.rmtree(profile, ignore_errors=True)
 
 
 if __name__ == "__main__":
-    unittest.main(verbosity=2)
+    harness.main()

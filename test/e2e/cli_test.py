@@ -7,9 +7,9 @@ import os
 import shutil
 import socket
 import subprocess
-import tempfile
 import unittest
 
+import harness
 from harness import BINARY, Lepus, is_closed, read_response
 
 
@@ -26,20 +26,15 @@ def run(*args, timeout=10):
     return done.returncode, done.stdout, done.stderr
 
 
-@unittest.skipUnless(BINARY, "LEPUS_BINARY is not set")
 class CommandLine(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        cls.tmp = tempfile.TemporaryDirectory(prefix="lepus-cli-")
-        cls.root = os.path.join(cls.tmp.name, "www")
+        cls.tmp = harness.temp_dir(cls, "cli")
+        cls.root = os.path.join(cls.tmp, "www")
         os.mkdir(cls.root)
-        cls.file = os.path.join(cls.tmp.name, "file.txt")
+        cls.file = os.path.join(cls.tmp, "file.txt")
         with open(cls.file, "w") as f:
             f.write("not a directory\n")
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.tmp.cleanup()
 
     def assert_usage_error(self, args, *needles):
         """lepus ROOT args... must exit 2 with one stderr line holding every needle."""
@@ -162,7 +157,7 @@ class CommandLine(unittest.TestCase):
                          % self.file)
 
     def test_missing_root(self):
-        missing = os.path.join(self.tmp.name, "missing")
+        missing = os.path.join(self.tmp, "missing")
         code, out, err = run(missing, "--listen", "127.0.0.1:0", timeout=5)
         self.assertEqual(code, 2, err)
         self.assertEqual(len(err.splitlines()), 1, err)
@@ -202,4 +197,4 @@ class CommandLine(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    unittest.main(verbosity=2)
+    harness.main()

@@ -2,10 +2,10 @@
 [[site]] blocks chosen by Host, with redirects and extra headers."""
 import os
 import subprocess
-import tempfile
 import textwrap
 import unittest
 
+import harness
 from harness import BINARY, Lepus
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -17,10 +17,9 @@ def check(path, cwd=None):
                           timeout=30, cwd=cwd)
 
 
-@unittest.skipUnless(BINARY, "LEPUS_BINARY is not set")
 class CheckMode(unittest.TestCase):
     def setUp(self):
-        self.dir = tempfile.mkdtemp(prefix="lepus-config-")
+        self.dir = harness.temp_dir(self, "config")
         os.makedirs(os.path.join(self.dir, "www"))
 
     def write(self, text):
@@ -103,11 +102,10 @@ class CheckMode(unittest.TestCase):
         self.assertIn("keepalive", result.stderr)
 
 
-@unittest.skipUnless(BINARY, "LEPUS_BINARY is not set")
 class Sites(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        cls.dir = tempfile.mkdtemp(prefix="lepus-sites-")
+        cls.dir = harness.temp_dir(cls, "sites")
         for name in ("one", "two", "wild", "fallback"):
             os.makedirs(os.path.join(cls.dir, name))
             with open(os.path.join(cls.dir, name, "index.html"), "w") as f:
@@ -164,7 +162,6 @@ class Sites(unittest.TestCase):
         self.assertIsNone(self.get("/", ["Host: two.test"]).header("cache-control"))
 
 
-@unittest.skipUnless(BINARY, "LEPUS_BINARY is not set")
 class StatusPage(unittest.TestCase):
     def setUp(self):
         self.server = Lepus(["--status-path", "/_lepus/status", "--threads", "2"])
@@ -215,7 +212,6 @@ class StatusPage(unittest.TestCase):
             other.stop(self)
 
 
-@unittest.skipUnless(BINARY, "LEPUS_BINARY is not set")
 @unittest.skipUnless(os.geteuid() == 0, "dropping privileges needs root")
 class Privileges(unittest.TestCase):
     def test_user_and_group_dropped_after_bind(self):
@@ -235,13 +231,12 @@ class Privileges(unittest.TestCase):
             server.stop(self)
 
 
-@unittest.skipUnless(BINARY, "LEPUS_BINARY is not set")
 class Reload(unittest.TestCase):
     def test_reload_under_load_drops_nothing_and_bad_config_keeps_serving(self):
         import signal
         import threading
         import time
-        d = tempfile.mkdtemp(prefix="lepus-reload-")
+        d = harness.temp_dir(self, "reload")
         for version in ("v1", "v2"):
             os.makedirs(os.path.join(d, version))
             with open(os.path.join(d, version, "index.html"), "w") as f:
@@ -298,4 +293,4 @@ class Reload(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    unittest.main(verbosity=2)
+    harness.main()

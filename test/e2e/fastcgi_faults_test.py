@@ -6,18 +6,19 @@ Every request must end (an answer or a close, never a hang), static files
 must keep being served, PHP must come back after a restart, and lepus must
 not leak descriptors or crash (stop() checks the sanitizers).
 
-Needs php-fpm (skipped without it) and fcgi_responder (through
-$FCGI_RESPONDER or next to the lepus binary's build tree)."""
+Needs php-fpm (skipped, saying so, without it: an optional system package) and
+fcgi_responder (through $FCGI_RESPONDER or next to the lepus binary's build
+tree; a missing one fails the test, as it is built with the tests)."""
 import os
 import shutil
 import signal
 import socket
 import subprocess
-import tempfile
 import threading
 import time
 import unittest
 
+import harness
 from harness import BINARY, Lepus, read_response, recv_until
 import phpfpm
 
@@ -134,7 +135,6 @@ def populate(server):
     server.write("static.txt", "static file\n")
 
 
-@unittest.skipUnless(BINARY, "LEPUS_BINARY is not set")
 @unittest.skipUnless(phpfpm.find_php_fpm(), "php-fpm not installed (apt-get install php-fpm)")
 class PhpFpmFaultsUnderLoad(unittest.TestCase):
     def setUp(self):
@@ -252,8 +252,9 @@ class Responder:
     def __init__(self):
         binary = find_responder()
         if not binary:
-            raise unittest.SkipTest("fcgi_responder not built")
-        self.tmp = tempfile.mkdtemp(prefix="lepus-responder-")
+            raise AssertionError("fcgi_responder not found (built with the tests in "
+                                 "test/fastcgi; or set FCGI_RESPONDER)")
+        self.tmp = harness.temp_dir(name="responder")
         self.proc = subprocess.Popen(
             [binary, "--listen", "unix:" + os.path.join(self.tmp, "r.sock")],
             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
@@ -265,10 +266,9 @@ class Responder:
     def stop(self):
         self.proc.terminate()
         self.proc.communicate(timeout=10)
-        shutil.rmtree(self.tmp, ignore_errors=True)
+        harness.remove_temp_dir(self.tmp)
 
 
-@unittest.skipUnless(BINARY, "LEPUS_BINARY is not set")
 class MisbehavingBackendUnderLoad(unittest.TestCase):
     # mode -> the answers allowed for it
     MODES = {
@@ -334,4 +334,4 @@ def summary(results):
 
 
 if __name__ == "__main__":
-    unittest.main(verbosity=2)
+    harness.main()

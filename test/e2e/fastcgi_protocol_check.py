@@ -10,19 +10,25 @@ import json
 import os
 import random
 import re
-import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import harness  # noqa: E402
 import phpfpm  # noqa: E402
 
 PROBE = os.environ.get("FCGI_PROBE", "")
 RESPONDER = os.environ.get("FCGI_RESPONDER", "")
 MIB = 1024 * 1024
+
+
+def require_peers():
+    """Fails (never skips) without the two test peers: CTest always sets both."""
+    if not (PROBE and os.access(PROBE, os.X_OK) and RESPONDER and os.access(RESPONDER, os.X_OK)):
+        raise AssertionError("FCGI_PROBE and FCGI_RESPONDER must name the built fcgi_probe and "
+                             "fcgi_responder (CTest sets them: ctest -R e2e_fastcgi_protocol)")
 
 
 class ProbeResult:
@@ -115,21 +121,20 @@ class Responder:
         return self.proc.returncode, int(match.group(1)) if match else None
 
 
-@unittest.skipUnless(PROBE and RESPONDER, "FCGI_PROBE and FCGI_RESPONDER must be set (run by CTest)")
 class PhpFpmTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
+        require_peers()
         if not phpfpm.find_php_fpm():
             raise unittest.SkipTest("php-fpm not installed (apt-get install php-fpm)")
         cls.fpm = phpfpm.PhpFpm(children=4)
-        cls.tmp = tempfile.mkdtemp(prefix="lepus-fcgi-check-")
+        cls.tmp = harness.temp_dir(cls, "fcgi-check")
 
     @classmethod
     def tearDownClass(cls):
         log = cls.fpm.log()
         code = cls.fpm.stop()
         cls.fpm.cleanup()
-        shutil.rmtree(cls.tmp, ignore_errors=True)
         assert code == 0, "php-fpm exited %s: %s" % (code, log)
 
     def script(self, name):
@@ -218,15 +223,14 @@ class PhpFpmTest(unittest.TestCase):
             self.assertEqual(len(r.responses), 2)
 
 
-@unittest.skipUnless(PROBE and RESPONDER, "FCGI_PROBE and FCGI_RESPONDER must be set (run by CTest)")
 class ResponderTest(unittest.TestCase):
     def setUp(self):
-        self.tmp = tempfile.mkdtemp(prefix="lepus-fcgi-responder-")
+        require_peers()
+        self.tmp = harness.temp_dir(self, "fcgi-responder")
         self.responder = Responder("unix:" + os.path.join(self.tmp, "responder.sock"))
 
     def tearDown(self):
         code, _ = self.responder.stop()
-        shutil.rmtree(self.tmp, ignore_errors=True)
         self.assertEqual(code, 0)
 
     def run_mode(self, query, *args, address=None):

@@ -2,9 +2,9 @@
 (test/e2e/phpfpm.py) over unix and TCP sockets, keepalive on and off, plus
 fcgi_responder (test/fastcgi/responder.cc) for the misbehaving backends.
 
-Needs php-fpm (apt-get install php-fpm; skipped without it) and
+Needs php-fpm (apt-get install php-fpm; skipped, saying so, without it) and
 fcgi_responder, found through $FCGI_RESPONDER or next to the lepus binary's
-build tree.
+build tree (a missing one fails: it is built with the tests).
 """
 import hashlib
 import json
@@ -12,7 +12,6 @@ import os
 import shutil
 import socket
 import subprocess
-import tempfile
 import threading
 import time
 import unittest
@@ -34,8 +33,7 @@ def find_responder():
 
 
 def require_php_fpm():
-    if not harness.BINARY:
-        raise unittest.SkipTest("LEPUS_BINARY is not set")
+    harness.require_binary()
     if not phpfpm.find_php_fpm():
         raise unittest.SkipTest("php-fpm not installed (apt-get install php-fpm)")
 
@@ -467,8 +465,9 @@ class Responder:
     def __init__(self, tcp=False, extra=(), unix_path=None):
         binary = find_responder()
         if not binary:
-            raise unittest.SkipTest("fcgi_responder not built")
-        self.tmp = tempfile.mkdtemp(prefix="lepus-responder-")
+            raise AssertionError("fcgi_responder not found (built with the tests in "
+                                 "test/fastcgi; or set FCGI_RESPONDER)")
+        self.tmp = harness.temp_dir(name="responder")
         listen = "127.0.0.1:0" if tcp else "unix:" + (unix_path or os.path.join(self.tmp, "r.sock"))
         self.proc = subprocess.Popen([binary, "--listen", listen] + list(extra), stdout=subprocess.PIPE,
                                      stderr=subprocess.DEVNULL, text=True)
@@ -480,7 +479,7 @@ class Responder:
     def stop(self):
         self.proc.terminate()
         out = self.proc.communicate(timeout=10)[0]
-        shutil.rmtree(self.tmp, ignore_errors=True)
+        harness.remove_temp_dir(self.tmp)
         return out
 
 
@@ -489,8 +488,7 @@ class MisbehavingBackend(unittest.TestCase):
 
     @classmethod
     def setUpClass(cls):
-        if not harness.BINARY:
-            raise unittest.SkipTest("LEPUS_BINARY is not set")
+        harness.require_binary()
         cls.responder = Responder(cls.TCP)
         # One backend connection, so reuse is observable through mode=count.
         cls.server = harness.Lepus(["--fastcgi", cls.responder.address, "--threads", "1",
@@ -594,8 +592,7 @@ class PoolLifecycle(unittest.TestCase):
 
     @classmethod
     def setUpClass(cls):
-        if not harness.BINARY:
-            raise unittest.SkipTest("LEPUS_BINARY is not set")
+        harness.require_binary()
 
     def count(self, server):
         r = get(server.port, "/x.php?mode=count")
@@ -615,8 +612,7 @@ class PoolLifecycle(unittest.TestCase):
         self.assertEqual(self.count(server), first + 1)  # the idle one was closed
 
     def test_restarted_backend_is_used_without_error(self):
-        tmp = tempfile.mkdtemp(prefix="lepus-restart-")
-        self.addCleanup(shutil.rmtree, tmp, True)
+        tmp = harness.temp_dir(self, "restart")
         path = os.path.join(tmp, "r.sock")
         responder = Responder(unix_path=path)
         server = harness.Lepus(["--fastcgi", responder.address, "--threads", "1",
@@ -634,10 +630,8 @@ class PoolLifecycle(unittest.TestCase):
 
 class CommandLine(unittest.TestCase):
     def test_bad_fastcgi_flags_exit_2_with_one_line(self):
-        if not harness.BINARY:
-            raise unittest.SkipTest("LEPUS_BINARY is not set")
-        root = tempfile.mkdtemp(prefix="lepus-cli-")
-        self.addCleanup(shutil.rmtree, root, True)
+        harness.require_binary()
+        root = harness.temp_dir(self, "cli")
         for args in (["--fastcgi", "nope"], ["--fastcgi", "unix:"],
                      ["--fastcgi", "127.0.0.1:70000"], ["--fastcgi-ext", "php"],
                      ["--fastcgi-pool", "0"], ["--fastcgi-timeout", "0"],

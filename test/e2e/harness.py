@@ -1,9 +1,11 @@
 """Starts the real lepus binary on a free loopback port and talks raw HTTP to it.
 
 Every end-to-end test imports this module. The binary comes from the
-LEPUS_BINARY environment variable (CTest sets it). Each server gets its own
-temporary document root and logs; stop() sends SIGTERM, waits, and fails the
-test if lepus did not exit 0 or if a sanitizer reported anything.
+LEPUS_BINARY environment variable (CTest sets it); without it the tests fail,
+they do not skip (main() and Lepus() say why). Each server gets its own
+temporary document root and logs (temp_dir(), the one scratch-directory helper
+of the e2e tests); stop() sends SIGTERM, waits, and fails the test if lepus did
+not exit 0 or if a sanitizer reported anything.
 """
 import os
 import re
@@ -12,6 +14,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 import unittest
@@ -23,6 +26,35 @@ BINARY = os.environ.get("LEPUS_BINARY", "")
 IO = os.environ.get("LEPUS_IO", "")
 SANITIZER_MARKERS = ("ERROR: AddressSanitizer", "runtime error:", "WARNING: ThreadSanitizer",
                      "ERROR: LeakSanitizer")
+
+
+def require_binary():
+    """The lepus binary under test. Raises AssertionError (a failure, never a skip)
+    when LEPUS_BINARY is unset or not executable: a suite that cannot find what it
+    tests must not pass as skipped under CTest."""
+    if not BINARY:
+        raise AssertionError("LEPUS_BINARY is not set (CTest sets it; by hand: "
+                             "LEPUS_BINARY=build/release/src/server/lepus)")
+    if not os.access(BINARY, os.X_OK):
+        raise AssertionError("LEPUS_BINARY=%s is not an executable file" % BINARY)
+    return BINARY
+
+
+def temp_dir(owner=None, name="e2e"):
+    """A fresh directory $TMPDIR/lepus-<name>-XXXXXX. With owner (a TestCase, or a
+    TestCase class from setUpClass) it is removed with its content when that test
+    or class is done; without, the caller removes it with remove_temp_dir()."""
+    path = tempfile.mkdtemp(prefix="lepus-%s-" % name)
+    if isinstance(owner, type):
+        owner.addClassCleanup(remove_temp_dir, path)
+    elif owner is not None:
+        owner.addCleanup(remove_temp_dir, path)
+    return path
+
+
+def remove_temp_dir(path):
+    """Removes a directory made by temp_dir() with its content; a missing one is fine."""
+    shutil.rmtree(path, ignore_errors=True)
 
 
 def raise_fd_limit(wanted=65536):
@@ -37,7 +69,8 @@ class Lepus:
     """One running lepus process."""
 
     def __init__(self, args=(), root=None, preexec=None, access_log=True, listen="127.0.0.1:0"):
-        self.tmp = tempfile.mkdtemp(prefix="lepus-e2e-")
+        require_binary()
+        self.tmp = temp_dir()
         self.root = root or os.path.join(self.tmp, "www")
         os.makedirs(self.root, exist_ok=True)
         self.access_log = os.path.join(self.tmp, "access.log") if access_log else "off"
@@ -137,7 +170,7 @@ class Lepus:
             test.assertEqual(code, expect_code, "lepus exit code; stderr:\n" + text[-2000:])
             if IO and code == 0 and "lepus started" in text:
                 test.assertIn(", %s, max" % IO, text, "lepus did not run on --io " + IO)
-        shutil.rmtree(self.tmp, ignore_errors=True)
+        remove_temp_dir(self.tmp)
         return code
 
 
@@ -214,8 +247,6 @@ class LepusTestCase(unittest.TestCase):
 
     @classmethod
     def setUpClass(cls):
-        if not BINARY:
-            raise unittest.SkipTest("LEPUS_BINARY is not set")
         cls.server = Lepus(cls.ARGS, access_log=cls.ACCESS_LOG)
         cls.populate(cls.server)
 
@@ -233,4 +264,9 @@ class LepusTestCase(unittest.TestCase):
 
 
 def main():
+    """Runs the calling test file; without a usable binary it fails at once, one line."""
+    try:
+        require_binary()
+    except AssertionError as error:
+        sys.exit("FAIL: %s" % error)
     unittest.main(verbosity=2)

@@ -8,7 +8,8 @@ import socket
 import time
 import unittest
 
-from harness import BINARY, Lepus, read_response
+import harness
+from harness import Lepus, read_response
 
 
 def free_port():
@@ -44,7 +45,6 @@ def wait_for(predicate, seconds=5):
     return predicate()
 
 
-@unittest.skipUnless(BINARY, "LEPUS_BINARY is not set")
 class ListenReload(unittest.TestCase):
     def setUp(self):
         self.first, self.second = free_port(), free_port()
@@ -124,4 +124,4 @@ class ListenReload(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    unittest.main()
+    harness.main()

@@ -4,8 +4,8 @@ speed is measured in docs/BENCHMARKS.md."""
 import re
 import shutil
 import subprocess
-import unittest
 
+import harness
 from harness import LepusTestCase
 
 
@@ -42,4 +42,4 @@ class ApacheBench(LepusTestCase):
 
 
 if __name__ == "__main__":
-    unittest.main(verbosity=2)
+    harness.main()

@@ -17,8 +17,9 @@ import shutil
 import signal
 import socket
 import subprocess
-import tempfile
 import time
+
+import harness
 
 PHP_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "php")
 
@@ -65,7 +66,7 @@ class PhpFpm:
         if not self.binary:
             raise RuntimeError("php-fpm not found (apt-get install php-fpm, or set PHP_FPM)")
         self.children = children
-        self.tmp = tempfile.mkdtemp(prefix="lepus-phpfpm-")
+        self.tmp = harness.temp_dir(name="phpfpm")
         self.config = os.path.join(self.tmp, "php-fpm.conf")
         self.error_log = os.path.join(self.tmp, "php-fpm.log")
         self.pid_file = os.path.join(self.tmp, "php-fpm.pid")
@@ -140,7 +141,7 @@ class PhpFpm:
 
     def cleanup(self):
         self.stop()
-        shutil.rmtree(self.tmp, ignore_errors=True)
+        harness.remove_temp_dir(self.tmp)
 
     def __enter__(self):
         return self

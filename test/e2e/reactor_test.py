@@ -8,7 +8,8 @@ import socket
 import time
 import unittest
 
-from harness import Lepus, BINARY, is_closed, raise_fd_limit, read_response
+import harness
+from harness import Lepus, is_closed, raise_fd_limit, read_response
 
 
 def open_idle(port, count):
@@ -24,7 +25,6 @@ def simple_get(server):
     return server.request("GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
 
 
-@unittest.skipUnless(BINARY, "LEPUS_BINARY is not set")
 class ManyIdleConnections(unittest.TestCase):
     def test_ten_thousand_idle_connections_spread_over_reactors(self):
         raise_fd_limit(65536)
@@ -61,7 +61,6 @@ class ManyIdleConnections(unittest.TestCase):
             server.stop(self)
 
 
-@unittest.skipUnless(BINARY, "LEPUS_BINARY is not set")
 class Timeouts(unittest.TestCase):
     def setUp(self):
         self.server = Lepus(["--keepalive-timeout", "1s", "--header-timeout", "2s"])
@@ -114,7 +113,6 @@ def is_closed_now(s):
         s.setblocking(True)
 
 
-@unittest.skipUnless(BINARY, "LEPUS_BINARY is not set")
 class FdExhaustion(unittest.TestCase):
     def test_low_fd_limit_does_not_spin_and_recovers(self):
         def low_limit():
@@ -157,7 +155,6 @@ class FdExhaustion(unittest.TestCase):
             server.stop(self)
 
 
-@unittest.skipUnless(BINARY, "LEPUS_BINARY is not set")
 class GracefulShutdown(unittest.TestCase):
     def test_sigterm_lets_a_large_response_finish(self):
         server = Lepus(["--threads", "1", "--shutdown-timeout", "60s"])
@@ -184,4 +181,4 @@ class GracefulShutdown(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    unittest.main(verbosity=2)
+    harness.main()

@@ -13,6 +13,7 @@ import time
 import unittest
 from concurrent.futures import ThreadPoolExecutor
 
+import harness
 from harness import BINARY, Lepus, raise_fd_limit, read_response, recv_until
 
 # ASan keeps freed memory in a quarantine (256 MiB by default), which would show
@@ -80,7 +81,6 @@ def wait_for_fds(server, expected, timeout=15):
     return server.fd_count()
 
 
-@unittest.skipUnless(BINARY, "LEPUS_BINARY is not set")
 class Garbage(unittest.TestCase):
     FRESH = 3000
     KEEPALIVE = 1000
@@ -192,7 +192,6 @@ class Garbage(unittest.TestCase):
         self.assertEqual(self.server.get("/hello.txt").status, 200)
 
 
-@unittest.skipUnless(BINARY, "LEPUS_BINARY is not set")
 class VanishingClients(unittest.TestCase):
     CONNECTIONS = 20000
 
@@ -336,7 +335,6 @@ def logged_targets(paths):
     return targets
 
 
-@unittest.skipUnless(BINARY, "LEPUS_BINARY is not set")
 class ShutdownUnderLoad(unittest.TestCase):
     def test_sigterm_finishes_in_flight_responses_and_logs_each(self):
         server = Lepus(["--threads", "2", "--shutdown-timeout", "30s"])
@@ -386,7 +384,6 @@ class ShutdownUnderLoad(unittest.TestCase):
             server.stop(self)
 
 
-@unittest.skipUnless(BINARY, "LEPUS_BINARY is not set")
 class LogRotationUnderLoad(unittest.TestCase):
     ROTATIONS = 4
 
@@ -434,4 +431,4 @@ class LogRotationUnderLoad(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    unittest.main(verbosity=2)
+    harness.main()

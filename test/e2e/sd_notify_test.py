@@ -4,16 +4,15 @@ unix datagram socket the test holds, as systemd does); nothing without it."""
 import os
 import signal
 import socket
-import tempfile
 import unittest
 
-from harness import BINARY, Lepus, read_response
+import harness
+from harness import Lepus, read_response
 
 
-@unittest.skipUnless(BINARY, "LEPUS_BINARY is not set")
 class NotifySocket(unittest.TestCase):
     def setUp(self):
-        self.dir = tempfile.mkdtemp(prefix="lepus-notify-")
+        self.dir = harness.temp_dir(self, "notify")
         self.path = os.path.join(self.dir, "notify")
         self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
         self.sock.bind(self.path)
@@ -74,4 +73,4 @@ class NotifySocket(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    unittest.main()
+    harness.main()

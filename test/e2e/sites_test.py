@@ -1,13 +1,13 @@
 """Per-site settings end to end (issue 8): error_page, access_log and fastcgi in
 [[site]] blocks, their reload with SIGHUP, and the FastCGI gauges of the status
 page. The FastCGI parts need php-fpm (apt-get install php-fpm) and
-fcgi_responder (test/fastcgi/responder.cc); they are skipped without them."""
+fcgi_responder (test/fastcgi/responder.cc); they are skipped without php-fpm and
+fail without fcgi_responder, which is built with the tests."""
 import json
 import os
 import shutil
 import signal
 import socket
-import tempfile
 import textwrap
 import threading
 import time
@@ -16,7 +16,7 @@ import unittest
 import harness
 import phpfpm
 from fastcgi_test import Responder, find_responder
-from harness import BINARY, Lepus
+from harness import Lepus
 
 PAGE_404 = b"<html><body>custom 404 of a.test</body></html>\n"
 PAGE_405 = b"no such method here\n"
@@ -67,7 +67,7 @@ class Sites:
     """A temporary directory with one root per site and a lepus.toml."""
 
     def __init__(self, names):
-        self.dir = tempfile.mkdtemp(prefix="lepus-sites-")
+        self.dir = harness.temp_dir(name="sites")
         for name in names:
             os.makedirs(self.root(name))
             write_file(os.path.join(self.root(name), "index.html"), name)
@@ -85,20 +85,16 @@ class Sites:
         os.replace(self.config + ".tmp", self.config)
 
     def cleanup(self):
-        shutil.rmtree(self.dir, ignore_errors=True)
-
-
-def require_binary():
-    if not BINARY:
-        raise unittest.SkipTest("LEPUS_BINARY is not set")
+        harness.remove_temp_dir(self.dir)
 
 
 def require_backends():
-    require_binary()
+    harness.require_binary()
     if not phpfpm.find_php_fpm():
         raise unittest.SkipTest("php-fpm not installed (apt-get install php-fpm)")
     if not find_responder():
-        raise unittest.SkipTest("fcgi_responder not built")
+        raise AssertionError("fcgi_responder not found (built with the tests in "
+                             "test/fastcgi; or set FCGI_RESPONDER)")
 
 
 # --- error_page -------------------------------------------------------------------
@@ -107,7 +103,7 @@ def require_backends():
 class ErrorPages(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        require_binary()
+        harness.require_binary()
         cls.sites = Sites(["a", "b"])
         write_file(os.path.join(cls.sites.root("a"), "404.html"), PAGE_404)
         write_file(os.path.join(cls.sites.root("a"), "errors", "405.txt"), PAGE_405)
@@ -197,7 +193,7 @@ class ErrorPages(unittest.TestCase):
 
 class AccessLogs(unittest.TestCase):
     def setUp(self):
-        require_binary()
+        harness.require_binary()
         self.sites = Sites(["a", "b", "c"])
         self.addCleanup(self.sites.cleanup)
 
@@ -509,4 +505,4 @@ class FastCgiGauges(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    unittest.main(verbosity=2)
+    harness.main()

@@ -9,7 +9,8 @@ import threading
 import time
 import unittest
 
-from harness import BINARY, Lepus, raise_fd_limit
+import harness
+from harness import Lepus, raise_fd_limit
 
 HEADER_TIMEOUT = 3.0
 
@@ -41,7 +42,6 @@ class NormalClient(threading.Thread):
         self.join(timeout=20)
 
 
-@unittest.skipUnless(BINARY, "LEPUS_BINARY is not set")
 class Slowloris(unittest.TestCase):
     CONNECTIONS = 1000
     BYTE_INTERVAL = 1.5  # seconds between two bytes of one slow client
@@ -131,7 +131,6 @@ class Slowloris(unittest.TestCase):
             server.stop(self)
 
 
-@unittest.skipUnless(BINARY, "LEPUS_BINARY is not set")
 class IdleFlood(unittest.TestCase):
     CONNECTIONS = 10000
     MAX_BYTES_PER_CONNECTION = 3 * 1024
@@ -180,4 +179,4 @@ class IdleFlood(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    unittest.main(verbosity=2)
+    harness.main()

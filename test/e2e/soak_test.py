@@ -8,6 +8,7 @@ import threading
 import time
 import unittest
 
+import harness
 from harness import BINARY, Lepus, raise_fd_limit, read_response
 
 # ASan's quarantine would show as growth (see reliability_test.py).
@@ -102,7 +103,6 @@ def mean(values):
     return sum(values) / len(values)
 
 
-@unittest.skipUnless(BINARY, "LEPUS_BINARY is not set")
 class Soak(unittest.TestCase):
     def test_mixed_load_without_growth(self):
         raise_fd_limit(65536)
@@ -159,4 +159,4 @@ class Soak(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    unittest.main(verbosity=2)
+    harness.main()

@@ -7,10 +7,10 @@ import socket
 import stat
 import unittest
 
-from harness import BINARY, Lepus
+import harness
+from harness import Lepus
 
 
-@unittest.skipUnless(BINARY, "LEPUS_BINARY is not set")
 class StaticOptions(unittest.TestCase):
     def test_dotfiles_allow(self):
         server = Lepus(["--dotfiles", "allow"])
@@ -78,4 +78,4 @@ class StaticOptions(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    unittest.main(verbosity=2)
+    harness.main()

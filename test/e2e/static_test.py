@@ -7,8 +7,8 @@ import os
 import re
 import socket
 import time
-import unittest
 
+import harness
 from harness import LepusTestCase, read_response, is_closed, recv_until
 
 HOST = "Host: localhost\r\n"
@@ -319,4 +319,4 @@ class AutoIndex(LepusTestCase):
 
 
 if __name__ == "__main__":
-    unittest.main(verbosity=2)
+    harness.main()

@@ -1,6 +1,7 @@
 // ScriptResolver on a real directory tree, and parse_backend_address.
 #include "fastcgi/backend_address.h"
 #include "fastcgi/script_resolver.h"
+#include "support/temp_dir.h"
 
 #include <arpa/inet.h>
 #include <filesystem>
@@ -16,9 +17,8 @@ namespace {
 class ScriptResolverTest : public ::testing::Test {
 protected:
     void SetUp() override {
-        char pattern[] = "/tmp/lepus-scripts-XXXXXX";
-        ASSERT_NE(mkdtemp(pattern), nullptr);
-        base_ = pattern;
+        ASSERT_TRUE(temp_.ok());
+        base_ = temp_.path();
         root_ = base_ + "/root";
         std::filesystem::create_directories(root_ + "/uploads");
         std::filesystem::create_directories(root_ + "/app");
@@ -40,7 +40,6 @@ protected:
         options_.extensions = {".php"};
         options_.index = {"index.php", "index.html"};
     }
-    void TearDown() override { std::filesystem::remove_all(base_); }
 
     void write(const std::string& name, const std::string& contents) {
         std::ofstream(root_ + "/" + name) << contents;
@@ -57,6 +56,7 @@ protected:
         return resolver_->route(request);
     }
 
+    lepus::test::TempDir temp_{"scripts"};
     std::string base_, root_;
     ScriptResolverOptions options_;
     std::unique_ptr<ScriptResolver> resolver_;

@@ -1,8 +1,7 @@
 #include "http/file_cache.h"
+#include "support/temp_dir.h"
 
-#include <cstdlib>
 #include <fcntl.h>
-#include <filesystem>
 #include <fstream>
 #include <gtest/gtest.h>
 #include <memory>
@@ -16,13 +15,11 @@ namespace {
 class FileCacheTest : public ::testing::Test {
 protected:
     void SetUp() override {
-        char pattern[] = "/tmp/lepus-cache-XXXXXX";
-        ASSERT_NE(mkdtemp(pattern), nullptr);
-        dir_ = pattern;
+        ASSERT_TRUE(temp_.ok());
+        dir_ = temp_.path();
         root_.reset(open(dir_.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
         ASSERT_TRUE(root_);
     }
-    void TearDown() override { std::filesystem::remove_all(dir_); }
 
     void write(const std::string& name, const std::string& contents) {
         std::ofstream(dir_ + "/" + name, std::ios::binary | std::ios::trunc) << contents;
@@ -43,6 +40,7 @@ protected:
         return file;
     }
 
+    test::TempDir temp_{"cache"};
     std::string dir_;
     UniqueFd root_;
 };

@@ -1,4 +1,5 @@
 #include "http/open_beneath.h"
+#include "support/temp_dir.h"
 
 #include <cerrno>
 #include <cstdlib>
@@ -16,9 +17,8 @@ namespace {
 class OpenBeneathTest : public ::testing::Test {
 protected:
     void SetUp() override {
-        char pattern[] = "/tmp/lepus-beneath-XXXXXX";
-        ASSERT_NE(mkdtemp(pattern), nullptr);
-        base_ = pattern;
+        ASSERT_TRUE(temp_.ok());
+        base_ = temp_.path();
         std::string root = base_ + "/root";
         std::filesystem::create_directories(root + "/docs");
         std::ofstream(root + "/hello.txt") << "hello";
@@ -33,7 +33,6 @@ protected:
         root_.reset(open(root.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
         ASSERT_TRUE(root_);
     }
-    void TearDown() override { std::filesystem::remove_all(base_); }
 
     // 0 on success, else the errno of the failed open.
     int open_with(ConfineMode mode, const char* path) {
@@ -44,6 +43,7 @@ protected:
         return 0;
     }
 
+    test::TempDir temp_{"beneath"};
     std::string base_;
     UniqueFd root_;
 };

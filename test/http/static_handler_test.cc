@@ -1,5 +1,6 @@
 #include "http/http_date.h"
 #include "http/static_handler.h"
+#include "support/temp_dir.h"
 
 #include <cstdlib>
 #include <cstring>
@@ -51,9 +52,8 @@ std::string payload(const Response& response) {
 class StaticHandlerTest : public ::testing::Test {
 protected:
     void SetUp() override {
-        char pattern[] = "/tmp/lepus-static-XXXXXX";
-        ASSERT_NE(mkdtemp(pattern), nullptr);
-        base_ = pattern;
+        ASSERT_TRUE(temp_.ok());
+        base_ = temp_.path();
         root_ = base_ + "/root";
         std::filesystem::create_directories(root_ + "/docs");
         std::filesystem::create_directories(root_ + "/empty");
@@ -85,7 +85,6 @@ protected:
         options_.root = root_;
         options_.small_file_limit = 16 * 1024; // big.bin (64 KiB) goes by sendfile
     }
-    void TearDown() override { std::filesystem::remove_all(base_); }
 
     void write(const std::string& name, const std::string& contents) {
         std::ofstream(root_ + "/" + name, std::ios::binary | std::ios::trunc) << contents;
@@ -116,6 +115,7 @@ protected:
         return response_;
     }
 
+    test::TempDir temp_{"static"};
     std::string base_, root_, big_;
     StaticOptions options_;
     std::unique_ptr<StaticHandler> handler_;

@@ -2,9 +2,8 @@
 // only the read-only MIME table and the per-thread Date cache, so concurrent use
 // must be race-free (this executable also runs under ThreadSanitizer).
 #include "http/static_handler.h"
+#include "support/temp_dir.h"
 
-#include <cstdlib>
-#include <filesystem>
 #include <fstream>
 #include <gtest/gtest.h>
 #include <string>
@@ -16,9 +15,9 @@ namespace lepus {
 namespace {
 
 TEST(StaticHandlerThreads, IndependentHandlersServeConcurrently) {
-    char pattern[] = "/tmp/lepus-threads-XXXXXX";
-    ASSERT_NE(mkdtemp(pattern), nullptr);
-    const std::string root = pattern;
+    test::TempDir temp("threads");
+    ASSERT_TRUE(temp.ok());
+    const std::string& root = temp.path();
     std::ofstream(root + "/a.css") << "a{}";
     std::ofstream(root + "/b.json") << "{}";
     std::ofstream(root + "/big.bin") << std::string(100000, 'x');
@@ -54,7 +53,6 @@ TEST(StaticHandlerThreads, IndependentHandlersServeConcurrently) {
     }
     for (std::thread& thread : threads)
         thread.join();
-    std::filesystem::remove_all(root);
     for (int t = 0; t < kThreads; ++t)
         EXPECT_EQ(failures[t], 0) << "thread " << t;
 }

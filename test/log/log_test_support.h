@@ -1,11 +1,11 @@
-// Helpers for the log tests: a scratch directory, file reading, stderr capture.
+// Helpers for the log tests: file reading and stderr capture (the scratch directory is
+// test/support/temp_dir.h, shared by every C++ test).
 #pragma once
 
 #include "base/unique_fd.h"
+#include "support/temp_dir.h"
 
-#include <cstdlib>
 #include <fcntl.h>
-#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -13,28 +13,6 @@
 #include <vector>
 
 namespace lepus::test {
-
-// A fresh directory under TMPDIR (or /tmp), removed with its content.
-class TempDir {
-public:
-    TempDir() {
-        const char* base = std::getenv("TMPDIR");
-        std::string pattern = std::string(base ? base : "/tmp") + "/lepus-log-test-XXXXXX";
-        path_ = ::mkdtemp(pattern.data()) ? pattern : std::string();
-    }
-    ~TempDir() {
-        std::error_code ignored;
-        if (!path_.empty()) std::filesystem::remove_all(path_, ignored);
-    }
-    TempDir(const TempDir&) = delete;
-    TempDir& operator=(const TempDir&) = delete;
-
-    const std::string& path() const { return path_; }
-    std::string file(const std::string& name) const { return path_ + "/" + name; }
-
-private:
-    std::string path_;
-};
 
 inline std::string read_file(const std::string& path) {
     std::ifstream in(path, std::ios::binary);
