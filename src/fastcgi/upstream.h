@@ -94,11 +94,11 @@ private:
 class UpstreamConnection final : public EventHandler {
 public:
     static constexpr uint16_t kRequestId = 1;
-    static constexpr size_t kReadBufferSize = 64 * 1024;
+    static constexpr size_t kReadBufferSize = size_t{64} * 1024;
     // STDIN bytes buffered for php-fpm before the client stops being read.
-    static constexpr size_t kStdinHighWater = 64 * 1024;
+    static constexpr size_t kStdinHighWater = size_t{64} * 1024;
     // STDOUT bytes buffered for a slow client before php-fpm stops being read.
-    static constexpr size_t kBodyHighWater = 256 * 1024;
+    static constexpr size_t kBodyHighWater = size_t{256} * 1024;
 
     UpstreamConnection(UpstreamPool& pool, Reactor& reactor);
     ~UpstreamConnection();

@@ -143,12 +143,12 @@ void append_json_listing(const std::vector<Entry>& entries, std::string& out) {
     out.append("[\n");
     for (size_t i = 0; i < entries.size(); ++i) {
         const Entry& entry = entries[i];
-        out.append("{ \"name\":\"");
+        out.append(R"({ "name":")");
         append_json_escaped(entry.name, out);
-        out.append(entry.directory ? "\", \"type\":\"directory\"" : "\", \"type\":\"file\"");
+        out.append(entry.directory ? R"(", "type":"directory")" : R"(", "type":"file")");
         char date[kHttpDateLength];
         format_http_date(entry.mtime, date);
-        out.append(", \"mtime\":\"").append(date, kHttpDateLength).append("\"");
+        out.append(R"(, "mtime":")").append(date, kHttpDateLength).append("\"");
         if (!entry.directory) {
             char size[24];
             int n = snprintf(size, sizeof size, "%llu", (unsigned long long)entry.size);
@@ -240,7 +240,7 @@ void append_html_escaped(std::string_view text, std::string& out) {
 void append_json_escaped(std::string_view text, std::string& out) {
     static constexpr char kHex[] = "0123456789abcdef";
     while (!text.empty()) {
-        unsigned char c = (unsigned char)text.front();
+        auto c = static_cast<unsigned char>(text.front());
         if (c >= 0x80) {
             size_t length = valid_utf8_sequence(text);
             if (length == 0) {

@@ -45,8 +45,8 @@ void Http1StatePool::release(std::unique_ptr<Http1RequestState> state, bool clea
     }
     state->input_begin = state->input_end = 0;
     // A large body or response must not stay pinned in the pool.
-    if (state->body.capacity() > 64 * 1024) std::string().swap(state->body);
-    if (state->out.capacity() > 128 * 1024) std::string().swap(state->out);
+    if (state->body.capacity() > size_t{64} * 1024) std::string().swap(state->body);
+    if (state->out.capacity() > size_t{128} * 1024) std::string().swap(state->out);
     state->body.clear();
     state->out.clear();
     state->out_sent = 0;
@@ -424,7 +424,7 @@ Http1Engine::BodyProgress Http1Engine::consume_body() {
             s.body.erase(0, stream->offer_body(s.body));
         full = !s.body.empty();
     } else {
-        size_t wanted = size_t(std::min<uint64_t>(available, body_left_));
+        auto wanted = size_t(std::min<uint64_t>(available, body_left_));
         consumed = stream && wanted > 0 ? stream->offer_body({data, wanted}) : wanted;
         full = consumed < wanted;
         body_left_ -= consumed;
@@ -480,7 +480,7 @@ Http1Engine::Step Http1Engine::write_response() {
                 log_info("send to %s: %s", info_.peer.to_string().c_str(), strerror(errno));
             return Step::Close;
         }
-        size_t sent = size_t(n);
+        auto sent = size_t(n);
         size_t to_head = std::min(sent, response.head.size() - head_sent_);
         head_sent_ += to_head;
         body_sent_ += sent - to_head;
@@ -488,7 +488,7 @@ Http1Engine::Step Http1Engine::write_response() {
     }
     while (response.file_length > 0) {
         if (bytes_this_pass_ >= kMaxBytesPerPass) return Step::Yield;
-        size_t chunk = size_t(std::min<uint64_t>(response.file_length, kMaxBytesPerPass));
+        auto chunk = size_t(std::min<uint64_t>(response.file_length, kMaxBytesPerPass));
         ssize_t n = transport_.send_file(response.file_fd, response.file_offset, chunk);
         if (n == kIoAgain) {
             write_blocked_ = true;

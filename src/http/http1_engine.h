@@ -108,7 +108,7 @@ public:
     static constexpr int kMaxRequestsPerPass = 16;
     static constexpr uint64_t kMaxBytesPerPass = 2u << 20; // as nginx's sendfile_max_chunk
     // Streamed response bytes queued for the client before the stream is left waiting.
-    static constexpr size_t kStreamOutHighWater = 64 * 1024;
+    static constexpr size_t kStreamOutHighWater = size_t{64} * 1024;
 
     // `info` and `listener` belong to the owner and outlive the engine. The
     // header deadline runs from now: a connection that sends nothing is closed

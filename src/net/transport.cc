@@ -37,7 +37,7 @@ ssize_t PlainTransport::writev(const iovec* iov, int count, bool more) {
 
 ssize_t PlainTransport::send_file(int file_fd, uint64_t offset, size_t length) {
     for (;;) {
-        off_t position = off_t(offset);
+        auto position = off_t(offset);
         ssize_t n = ::sendfile(fd_.get(), file_fd, &position, length);
         if (n >= 0) return n;
         if (errno == EINTR) continue;

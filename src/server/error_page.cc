@@ -77,7 +77,7 @@ bool apply_error_page(StaticHandler& files, const Request& request, std::string_
     if (!scratch.body.empty() && scratch.body.data() >= owned &&
         scratch.body.data() < owned + scratch.owned_body.size()) {
         // A generated page (a directory listing): its storage moves along.
-        size_t offset = size_t(scratch.body.data() - owned);
+        auto offset = size_t(scratch.body.data() - owned);
         response.owned_body.swap(scratch.owned_body);
         response.body = std::string_view(response.owned_body).substr(offset, scratch.body.size());
     }

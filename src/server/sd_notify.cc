@@ -21,7 +21,7 @@ bool notify_service_manager(std::string_view state) {
     if (path[0] == '@') address.sun_path[0] = '\0'; // an abstract socket
     UniqueFd fd(socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0));
     if (!fd) return false;
-    socklen_t size = socklen_t(offsetof(sockaddr_un, sun_path) + length);
+    auto size = socklen_t(offsetof(sockaddr_un, sun_path) + length);
     return sendto(fd.get(), state.data(), state.size(), MSG_NOSIGNAL,
                   reinterpret_cast<const sockaddr*>(&address), size) == ssize_t(state.size());
 }

@@ -115,7 +115,7 @@ std::unique_ptr<ServingSet> make_serving_set(const ServerOptions& options,
         if (site.dotfiles_allow) site_options.dotfiles_allow = *site.dotfiles_allow;
         handlers.files = StaticHandler::create(site_options, error);
         if (!handlers.files) {
-            error = site.origin + ": " + error;
+            error.insert(0, site.origin + ": ");
             return nullptr;
         }
         // A site without its own `fastcgi` sends its scripts, resolved under its
@@ -127,7 +127,7 @@ std::unique_ptr<ServingSet> make_serving_set(const ServerOptions& options,
                 site_options.index, site_options.dotfiles_allow};
             handlers.scripts = fastcgi::ScriptResolver::create(scripts, error);
             if (!handlers.scripts) {
-                error = site.origin + ": " + error;
+                error.insert(0, site.origin + ": ");
                 return nullptr;
             }
             handlers.pool = pool_index(*set, backend_options(options, own, index, threads));
@@ -135,7 +135,7 @@ std::unique_ptr<ServingSet> make_serving_set(const ServerOptions& options,
         if (site.access_log && *site.access_log != options.access_log) {
             auto log = logs.get(*site.access_log, error);
             if (!log) {
-                error = site.origin + ": access log: " + error;
+                error.insert(0, site.origin + ": access log: ");
                 return nullptr;
             }
             handlers.access_log = log.get();

@@ -50,7 +50,8 @@ void append_per_reactor(std::string& out, const StatusSnapshot& status, const ch
 void render_status_json(const StatusSnapshot& status, std::string& out) {
     char uptime[32];
     std::snprintf(uptime, sizeof uptime, "%.3f", status.uptime_seconds);
-    out += "{\"version\": \"" + status.version + "\", \"uptime_seconds\": " + uptime;
+    out.append(R"({"version": ")").append(status.version);
+    out.append(R"(", "uptime_seconds": )").append(uptime);
     out += ", \"reactors\": [";
     for (size_t i = 0; i < status.reactors.size(); ++i) {
         const auto& r = status.reactors[i];

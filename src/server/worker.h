@@ -88,6 +88,7 @@ private:
 
     WorkerShared shared_;
     Reactor reactor_;
+    WorkerStats stats_; // before http1_, which points at its gauges
     Http1Options http1_options_;
     Http1StatePool states_;
     Router router_;
@@ -98,7 +99,6 @@ private:
     std::vector<std::unique_ptr<ServingSet>> retired_;
     OwnedTimerEntry<Worker> retire_timer_;
     bool exiting_ = false; // ~Worker: the reactor is gone, sets are destroyed at once
-    WorkerStats stats_;
 };
 
 } // namespace lepus

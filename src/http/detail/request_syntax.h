@@ -139,7 +139,7 @@ template <class Fn> void for_each_element(std::string_view list, Fn fn) {
 }
 
 inline std::string_view view_of(const char* buf, size_t offset, size_t size) {
-    return std::string_view(buf + offset, size);
+    return {buf + offset, size};
 }
 
 inline bool starts_with_lower(std::string_view text, std::string_view lower) {

@@ -1,7 +1,7 @@
 """The servers under test: one shared document root, one generated config
 each, started in the foreground by us and stopped by pid.
 
-Every server gets the same settings (see /work/shared/ANCHORS.md): access log
+Every server gets the same settings (see the anchors file of the project's shared folder): access log
 off (or on for all), keepalive idle 300 s with no practical request limit,
 sendfile on where it exists, the same number of workers, one php-fpm pool.
 Nothing here touches the system services or their configs.
