@@ -183,6 +183,8 @@ void Router::account(Exchange& exchange, int status, uint64_t body_bytes) {
         entry.protocol = exchange.protocol;
         entry.referer = request->referer;
         entry.user_agent = request->user_agent;
+    } else {
+        entry.unparsed_line = exchange.request_line;
     }
     log_line_.clear();
     append_combined_line(entry, log_line_);
