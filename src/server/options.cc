@@ -499,6 +499,12 @@ CommandLineResult parse_arguments(const std::vector<std::string>& arguments, Ser
     // usual "index index.php index.html"; an explicit --index wins.
     if (!options.fastcgi.empty() && app.count("--index") == 0)
         options.index = {"index.php", "index.html"};
+    // A reactor's own SO_REUSEPORT copy of a listener cannot be had for a Unix
+    // socket: a second bind of the path would find the first one live.
+    if (options.accept_mode == AcceptMode::ReusePort &&
+        std::any_of(options.listen.begin(), options.listen.end(),
+                    [](const std::string& text) { return text.starts_with("unix:"); }))
+        return {false, usage_error("unix: listen addresses need --accept acceptor")};
     if (!options.status_path.empty() && options.status_path.front() != '/')
         return {false, usage_error("--status-path must start with /")};
     if (options.access_log.empty() || options.error_log.empty())

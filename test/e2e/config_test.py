@@ -97,6 +97,14 @@ class CheckMode(unittest.TestCase):
         result = check(self.write(text), cwd=self.dir)
         self.assertEqual(result.returncode, 0, result.stderr)
 
+    def test_proxy_keys(self):
+        result = check(self.write('root = "www"\nreal_ip_from = ["10.0.0.0/8", "unix:"]\n'
+                                  'proxy_protocol = true\nlisten = ["unix:/run/lepus/lepus.sock"]\n'),
+                       cwd=self.dir)
+        self.assertEqual(result.returncode, 0, result.stderr)
+        self.assert_check_fails('root = "www"\nreal_ip_from = ["10.0.0.0/40"]\n',
+                                "lepus.toml:2:", "'real_ip_from'")
+
     def test_check_refuses_a_missing_site_root_and_a_bad_listen_address(self):
         self.assert_check_fails('[[site]]\nroot = "nowhere"\n', "lepus.toml:1:1", "'nowhere'")
         self.assert_check_fails('root = "www"\nlisten = ["127.0.0.1:99999"]\n', "127.0.0.1:99999")

@@ -159,6 +159,12 @@ class UnixSocket(unittest.TestCase):
         with open(self.path) as f:
             self.assertEqual(f.read(), "not a socket")
 
+    def test_reuseport_is_refused(self):
+        done = subprocess.run([BINARY, self.dir, "--listen", "unix:" + self.path, "--accept",
+                               "reuseport"], capture_output=True, text=True, timeout=10)
+        self.assertEqual(done.returncode, 2, done.stdout)
+        self.assertIn("--accept acceptor", done.stderr)
+
     def test_relative_paths_are_refused(self):
         done = subprocess.run([BINARY, self.dir, "--listen", "unix:lepus.sock"],
                               capture_output=True, text=True, timeout=10)
