@@ -205,6 +205,9 @@ UniqueFd open_unix_listener(const std::string& path, const ListenOptions& option
     sockaddr_un address = unix_address(path);
     if (::bind(fd.get(), reinterpret_cast<sockaddr*>(&address), sizeof address) != 0)
         return fail("bind");
+    // connect(2) needs write permission on the file: open to every local user,
+    // as a port on 127.0.0.1 is (the proxy in front runs as its own user).
+    if (::chmod(path.c_str(), 0666) != 0) return fail("chmod");
     if (::listen(fd.get(), options.backlog) != 0) return fail("listen on");
     return fd;
 }

@@ -79,6 +79,23 @@ class CheckMode(unittest.TestCase):
         self.assert_check_fails('root = "www"\ngroup = "no-such-group-here"\n',
                                 "no such group 'no-such-group-here'")
 
+    @unittest.skipUnless(os.geteuid() == 0, "needs root, to run -t as another user")
+    def test_check_by_a_user_who_cannot_switch_users(self):
+        # Start-up refuses --user unless started as root; so does -t.
+        nobody = pwd.getpwnam("nobody")
+        os.chmod(self.dir, 0o755)
+        path = self.write('root = "www"\nuser = "nobody"\n')
+        os.chmod(path, 0o644)
+
+        def as_nobody():
+            os.setgroups([])
+            os.setgid(nobody.pw_gid)
+            os.setuid(nobody.pw_uid)
+        result = subprocess.run([BINARY, "-t", "--config", path], capture_output=True, text=True,
+                                timeout=30, cwd=self.dir, preexec_fn=as_nobody)
+        self.assertEqual(result.returncode, 1, result.stdout)
+        self.assertIn("need lepus to start as root", result.stderr)
+
     def test_check_refuses_a_missing_log_directory(self):
         self.assert_check_fails('root = "www"\naccess_log = "missing/access.log"\n',
                                 "access log 'missing/access.log'", "does not exist")

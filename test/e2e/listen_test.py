@@ -126,6 +126,8 @@ class UnixSocket(unittest.TestCase):
             self.assertEqual(server.url, "unix:" + self.path)
             r = server.get(socket.AF_UNIX, self.path)
             self.assertEqual((r.status, r.body), (200, b"hello\n"))
+            # A proxy running as another user can connect.
+            self.assertEqual(os.stat(self.path).st_mode & 0o777, 0o666)
             self.assertEqual(server.access_clients(1), ["unix:"])
         finally:
             server.stop()
