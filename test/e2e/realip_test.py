@@ -204,6 +204,18 @@ class WithoutProxyProtocol(unittest.TestCase):
         finally:
             server.stop(self)
 
+    def test_an_incomplete_proxy_header_is_closed_at_the_header_timeout(self):
+        server = Lepus(["--proxy-protocol", "--real-ip-from", "127.0.0.1",
+                        "--header-timeout", "1s"])
+        try:
+            for start in (b"", b"PROXY TCP4 203.0.113.9", V2_SIGNATURE[:7]):
+                with self.subTest(start=start):
+                    with server.connect() as s:
+                        s.sendall(start)
+                        self.assertTrue(is_closed(s, timeout=20), "still open")
+        finally:
+            server.stop(self)
+
     def test_a_proxy_header_without_proxy_protocol_is_a_bad_request(self):
         server = Lepus(["--real-ip-from", "127.0.0.1"])
         try:
