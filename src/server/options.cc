@@ -272,6 +272,10 @@ void check_log_path(const std::string& path, const std::string& what,
         errors.push_back(what + " '" + path + "': directory '" + directory +
                          "' is not writable by uid " + std::to_string(identity.uid) +
                          " (SIGUSR1 creates the file anew there)");
+    // An existing file is opened for appending by whoever starts lepus (root
+    // gives it to --user afterwards).
+    else if (access(path.c_str(), F_OK) == 0 && access(path.c_str(), W_OK) != 0)
+        errors.push_back(what + " '" + path + "' is not writable");
 }
 
 // What start-up would refuse beyond the options themselves, for -t: users,

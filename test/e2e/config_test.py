@@ -104,6 +104,31 @@ class CheckMode(unittest.TestCase):
         self.assert_check_fails('[[site]]\nroot = "www"\naccess_log = "missing/site.log"\n',
                                 "lepus.toml:1:1: access_log 'missing/site.log'")
 
+    @unittest.skipUnless(os.geteuid() == 0, "needs root, to run -t as another user")
+    def test_check_refuses_an_existing_log_file_it_cannot_write(self):
+        nobody = pwd.getpwnam("nobody")
+        os.chmod(self.dir, 0o777)
+        log = os.path.join(self.dir, "access.log")
+        with open(log, "w"):
+            pass
+        os.chmod(log, 0o644)  # root's
+        path = self.write('root = "www"\naccess_log = "%s"\n' % log)
+        os.chmod(path, 0o644)
+
+        def as_nobody():
+            os.setgroups([])
+            os.setgid(nobody.pw_gid)
+            os.setuid(nobody.pw_uid)
+        result = subprocess.run([BINARY, "-t", "--config", path], capture_output=True, text=True,
+                                timeout=30, cwd=self.dir, preexec_fn=as_nobody)
+        self.assertEqual(result.returncode, 1, result.stdout)
+        self.assertIn("access log '%s' is not writable" % log, result.stderr)
+        # Whereas a start by nobody fails the same way.
+        result = subprocess.run([BINARY, "--config", path, "--listen", "127.0.0.1:0"],
+                                capture_output=True, text=True, timeout=30, cwd=self.dir,
+                                preexec_fn=as_nobody)
+        self.assertEqual(result.returncode, 1, result.stdout)
+
     @unittest.skipUnless(os.geteuid() == 0, "needs root, to name a --user")
     def test_check_wants_log_directories_writable_by_the_user(self):
         logs = os.path.join(self.dir, "logs")
