@@ -54,6 +54,7 @@ struct ListenChange {
                                    [&](const auto& item) { return item.first == text; });
             removed.push_back(it->second);
             listening.sockets.erase(it);
+            if (auto address = parse_listen(text)) remove_unix_listener(*address);
         }
         listening.acceptor->change_listeners(std::move(added), std::move(removed));
     }

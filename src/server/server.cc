@@ -117,8 +117,7 @@ struct Server::State {
     bool reuse_port = false;
     std::vector<UniqueFd> listeners;
     std::vector<SocketAddress> bound;
-    std::vector<std::string> urls;             // what "serving ROOT on URL" names
-    std::vector<ListenAddress> unix_listeners; // their files are removed at exit
+    std::vector<std::string> urls; // what "serving ROOT on URL" names
     Listening listening;
 
     std::atomic<int64_t> live_total{0};
@@ -139,8 +138,9 @@ Server::~Server() {
     // The threads have joined (run() returned) or never started: every line
     // appended so far is written.
     if (state_->logs_started) state_->logs.stop();
-    for (const ListenAddress& address : state_->unix_listeners)
-        remove_unix_listener(address);
+    // The Unix sockets served at the end, those a reload added included.
+    for (const auto& [text, fd] : state_->listening.sockets)
+        if (auto address = parse_listen(text)) remove_unix_listener(*address);
 }
 
 bool Server::start(std::string& error) {
@@ -184,7 +184,6 @@ bool Server::State::open_listeners(std::string& error) {
                 urls.push_back(address.unix_path.empty()
                                    ? "http://" + bound.back().to_string() + "/"
                                    : "unix:" + address.unix_path);
-                if (!address.unix_path.empty()) unix_listeners.push_back(address);
             }
             if (!reuse_port) listening.sockets.emplace_back(text, fd.get());
             listeners.push_back(std::move(fd));

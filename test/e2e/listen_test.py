@@ -161,6 +161,39 @@ class UnixSocket(unittest.TestCase):
         with open(self.path) as f:
             self.assertEqual(f.read(), "not a socket")
 
+    def test_a_reload_moves_the_socket(self):
+        first, second = self.path, os.path.join(self.dir, "second.sock")
+        config = os.path.join(self.dir, "lepus.toml")
+        root = os.path.join(self.dir, "www")
+        os.mkdir(root)
+
+        def write(path):
+            with open(config, "w") as f:
+                f.write('root = "%s"\nlisten = ["unix:%s"]\naccess_log = "off"\n' % (root, path))
+        write(first)
+        proc = subprocess.Popen([BINARY, "--config", config], stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)
+        try:
+            self.assertIn("unix:" + first, proc.stdout.readline())
+            write(second)
+            proc.send_signal(signal.SIGHUP)
+            deadline = time.monotonic() + 20
+            while (os.path.exists(first) or not os.path.exists(second)) and \
+                    time.monotonic() < deadline:
+                time.sleep(0.1)
+            self.assertFalse(os.path.exists(first), "the dropped socket's file stayed")
+            with socket.socket(socket.AF_UNIX) as s:
+                s.settimeout(10)
+                s.connect(second)
+                s.sendall(b"GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+                self.assertEqual(read_response(s).status, 404)  # an empty root
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            self.assertEqual(proc.wait(timeout=30), 0)
+            proc.stdout.close()
+            proc.stderr.close()
+        self.assertFalse(os.path.exists(second), "the socket a reload added stayed after exit")
+
     def test_reuseport_is_refused(self):
         done = subprocess.run([BINARY, self.dir, "--listen", "unix:" + self.path, "--accept",
                                "reuseport"], capture_output=True, text=True, timeout=10)
