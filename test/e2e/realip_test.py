@@ -8,6 +8,7 @@ import struct
 import time
 import unittest
 
+import phpfpm
 from harness import BINARY, Lepus, is_closed, read_response
 
 V2_SIGNATURE = b"\r\n\r\n\x00\r\nQUIT\n"
@@ -122,6 +123,31 @@ class TrustedProxy(unittest.TestCase):
                     except ConnectionResetError:
                         answer = b""
                     self.assertEqual(answer, b"", "answered instead of closing")
+
+
+@unittest.skipUnless(BINARY, "LEPUS_BINARY is not set")
+@unittest.skipUnless(phpfpm.find_php_fpm(), "php-fpm not installed (apt-get install php-fpm)")
+class RemoteAddrForPhp(unittest.TestCase):
+    """REMOTE_ADDR, as a real php-fpm sees it, is the client the PROXY header names."""
+
+    def test_remote_addr(self):
+        # One reactor, whose pooled connection to the php-fpm child is reused.
+        with phpfpm.PhpFpm(children=2) as fpm:
+            server = Lepus(["--fastcgi", fpm.address, "--threads", "1", "--proxy-protocol",
+                            "--real-ip-from", "127.0.0.1"])
+            try:
+                server.write("ip.php", "<?php echo $_SERVER['REMOTE_ADDR'];")
+                for header, client in ((b"PROXY TCP4 203.0.113.9 127.0.0.1 51000 80\r\n",
+                                        b"203.0.113.9"),
+                                       (proxy_v2_tcp6("2001:db8::9", 4000), b"2001:db8::9"),
+                                       (proxy_v2_local(), b"127.0.0.1")):
+                    with server.connect() as s:
+                        s.sendall(header + b"GET /ip.php HTTP/1.1\r\nHost: x\r\n"
+                                  b"Connection: close\r\n\r\n")
+                        r = read_response(s)
+                    self.assertEqual((r.status, r.body), (200, client))
+            finally:
+                server.stop(self)
 
 
 @unittest.skipUnless(BINARY, "LEPUS_BINARY is not set")
