@@ -36,9 +36,13 @@ namespace lepus {
 // What a handler may need to know of the connection (CGI variables, the
 // access log, access rules).
 struct ConnectionInfo {
-    ConnectionInfo(const SocketAddress& peer, int fd) : peer(peer), fd(fd) {}
+    ConnectionInfo(const SocketAddress& peer, int fd) : peer(peer), socket_peer(peer), fd(fd) {}
 
+    // The client, as the access log, REMOTE_ADDR and --status-allow see it: the
+    // socket's peer, or the address a trusted proxy gave (--real-ip-from).
     SocketAddress peer;
+    // Who the connection really comes from (the proxy, when there is one).
+    SocketAddress socket_peer;
     int fd = -1;         // for getsockname, once, when a handler asks
     bool secure = false; // TLS: HTTPS=on for scripts
 
@@ -107,6 +111,10 @@ protected:
     ~ExchangeListener() = default;
 };
 
+// The longest refused request line the access log keeps (nginx logs it whole;
+// a 2 KiB bound keeps a line of garbage from filling the log).
+inline constexpr size_t kLoggedLineMax = 2048;
+
 struct Exchange {
     // The request head; null for a request the parser refused (only finish()
     // then sees the exchange). Valid until finish().
@@ -114,7 +122,10 @@ struct Exchange {
     ConnectionInfo* connection = nullptr;
     ExchangeListener* listener = nullptr;
     std::string_view protocol; // "HTTP/1.1", for the access log
-    time_t now_s = 0;          // the loop's clock when start() runs
+    // With request == null: the start of the refused request's first line (at
+    // most kLoggedLineMax bytes, raw), which the access log prints escaped.
+    std::string_view request_line;
+    time_t now_s = 0; // the loop's clock when start() runs
     uint64_t now_ms = 0;
     // The engine's decision for the connection; a handler may clear it.
     bool keep_alive = true;

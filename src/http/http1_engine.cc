@@ -335,6 +335,10 @@ Http1Engine::Step Http1Engine::respond_error(int status) {
     exchange.request = nullptr;
     exchange.connection = &info_;
     exchange.protocol = {};
+    // The first line as received, for the access log ("PRI * HTTP/2.0" 400, as nginx).
+    std::string_view unparsed(s.input.data() + s.input_begin, s.input_end - s.input_begin);
+    exchange.request_line = unparsed.substr(0, std::min(unparsed.find('\n'), kLoggedLineMax));
+    if (exchange.request_line.ends_with('\r')) exchange.request_line.remove_suffix(1);
     exchange.response.reset();
     build_error_response(status, false, context_.clock.now_s, exchange.response);
     if (status == 400 || status == 414 || status == 431 || status == 501 || status == 505)

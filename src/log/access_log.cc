@@ -36,7 +36,11 @@ void append_combined_line(const AccessLogEntry& entry, std::string& out) {
     out.append(cached_access_log_time(entry.time)); // "22/Nov/2026:12:34:56 +0000"
     out.append("] \"");
     if (entry.method.empty() && entry.target.empty() && entry.protocol.empty()) {
-        out.push_back('-'); // nothing parsed, e.g. a 400 on garbage or a timeout
+        // Refused by the parser ("PRI * HTTP/2.0"), or nothing came at all.
+        if (entry.unparsed_line.empty())
+            out.push_back('-');
+        else
+            append_log_escaped(entry.unparsed_line, out);
     } else {
         append_log_escaped(entry.method, out);
         out.push_back(' ');

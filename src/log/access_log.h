@@ -14,6 +14,9 @@ struct AccessLogEntry {
     std::string_view remote_addr;
     time_t time;
     std::string_view method, target, protocol;
+    // A request line the parser refused, logged as received (escaped) when
+    // method, target and protocol are empty.
+    std::string_view unparsed_line{};
     int status;
     uint64_t bytes_sent;
     std::string_view referer, user_agent;
@@ -22,7 +25,7 @@ struct AccessLogEntry {
 // Appends one line ending in '\n' to `out`. The time is local time with its UTC offset,
 // formatted once per second per thread. In the quoted fields '"', '\\', control bytes,
 // DEL and bytes >= 0x80 become \xHH as in nginx; an empty referer or user agent prints
-// "-", an empty request line prints "-".
+// "-", an empty request line prints "-" (or the unparsed line when there is one).
 void append_combined_line(const AccessLogEntry& entry, std::string& out);
 
 } // namespace lepus

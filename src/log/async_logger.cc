@@ -12,6 +12,7 @@
 #include <pthread.h>
 #include <sys/uio.h>
 #include <system_error>
+#include <unistd.h>
 
 namespace lepus {
 
@@ -82,7 +83,24 @@ std::string describe_errno(const std::string& what, const std::string& path, int
            std::strerror(error) + ")";
 }
 
+std::atomic<uid_t> log_file_uid{uid_t(-1)};
+std::atomic<gid_t> log_file_gid{gid_t(-1)};
+
+// Gives a freshly opened log file to the service user. Failing is not fatal:
+// the logger still writes; the reopen after a rotation is what would fail.
+void give_to_log_file_owner(int fd, const std::string& path) {
+    uid_t uid = log_file_uid.load();
+    gid_t gid = log_file_gid.load();
+    if ((uid != uid_t(-1) || gid != gid_t(-1)) && ::fchown(fd, uid, gid) != 0)
+        report_to_stderr(describe_errno("fchown() log file", path, errno));
+}
+
 } // namespace
+
+void set_log_file_owner(uid_t uid, gid_t gid) {
+    log_file_uid.store(uid);
+    log_file_gid.store(gid);
+}
 
 struct AsyncLogger::Buffer {
     explicit Buffer(size_t capacity)
@@ -135,6 +153,7 @@ bool AsyncLogger::start(std::string& error) {
                                options_.path, errno);
         return false;
     }
+    if (!to_stderr_) give_to_log_file_owner(fd.get(), options_.path);
     fd_ = std::move(fd);
     write_failing_ = false;
     {
@@ -345,6 +364,7 @@ void AsyncLogger::reopen_file() {
         report_to_stderr(describe_errno("reopen() log file", options_.path, errno));
         return;
     }
+    give_to_log_file_owner(fd.get(), options_.path);
     fd_ = std::move(fd);
 }
 

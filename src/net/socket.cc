@@ -5,6 +5,9 @@
 #include <charconv>
 #include <cstring>
 #include <netinet/tcp.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
 
 namespace lepus {
 
@@ -13,6 +16,10 @@ uint16_t SocketAddress::port() const {
 }
 
 void SocketAddress::format_host(std::string& out) const {
+    if (storage.any.sa_family == AF_UNIX) {
+        out.assign("unix:");
+        return;
+    }
     if (storage.any.sa_family == AF_INET) {
         // glibc's inet_ntop formats IPv4 with sprintf, which cost about 1,500
         // instructions per access-log line; the digits are written directly.
@@ -40,6 +47,7 @@ void SocketAddress::format_host(std::string& out) const {
 std::string SocketAddress::to_string() const {
     std::string host;
     format_host(host);
+    if (storage.any.sa_family == AF_UNIX) return host;
     if (storage.any.sa_family == AF_INET6) host = "[" + host + "]";
     return host + ":" + std::to_string(port());
 }
@@ -88,8 +96,49 @@ std::optional<SocketAddress> parse_listen_address(std::string_view text) {
     return address;
 }
 
-UniqueFd open_listener(const SocketAddress& address, const ListenOptions& options,
-                       std::string& error) {
+SocketAddress without_v4_mapping(const SocketAddress& address) {
+    if (address.storage.any.sa_family != AF_INET6 ||
+        !IN6_IS_ADDR_V4MAPPED(&address.storage.v6.sin6_addr))
+        return address;
+    SocketAddress v4;
+    v4.storage.v4.sin_family = AF_INET;
+    v4.storage.v4.sin_port = address.storage.v6.sin6_port;
+    std::memcpy(&v4.storage.v4.sin_addr, &address.storage.v6.sin6_addr.s6_addr[12], 4);
+    v4.length = sizeof(sockaddr_in);
+    return v4;
+}
+
+std::optional<ListenAddress> parse_listen(std::string_view text) {
+    ListenAddress listen;
+    if (text.starts_with("unix:")) {
+        listen.unix_path = std::string(text.substr(5));
+        // sun_path holds 108 bytes with the NUL; a relative path would depend on the cwd.
+        if (!listen.unix_path.starts_with("/") ||
+            listen.unix_path.size() >= sizeof(sockaddr_un{}.sun_path) ||
+            listen.unix_path.find('\0') != std::string::npos)
+            return std::nullopt;
+        return listen;
+    }
+    auto address = parse_listen_address(text);
+    if (!address) return std::nullopt;
+    listen.address = *address;
+    size_t colon = text.rfind(':');
+    std::string_view host = colon == std::string_view::npos ? "" : text.substr(0, colon);
+    if (host.empty() || host == "*") {
+        listen.dual_stack = true;
+        listen.address.storage.v6 = {};
+        listen.address.storage.v6.sin6_family = AF_INET6;
+        listen.address.storage.v6.sin6_port = htons(address->port());
+        listen.address.storage.v6.sin6_addr = in6addr_any;
+        listen.address.length = sizeof(sockaddr_in6);
+    }
+    return listen;
+}
+
+namespace {
+
+UniqueFd open_tcp_listener(const SocketAddress& address, const ListenOptions& options, bool v6_only,
+                           std::string& error) {
     UniqueFd fd(::socket(address.storage.any.sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC,
                          IPPROTO_TCP));
     auto fail = [&](const char* what) {
@@ -105,9 +154,11 @@ UniqueFd open_listener(const SocketAddress& address, const ListenOptions& option
     // listener's socket for each child): one setsockopt here instead of one per
     // connection. Responses go out in one writev, so Nagle would only delay them.
     setsockopt(fd.get(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-    // [::]:80 serves IPv6 only, so that 0.0.0.0:80 can be listed beside it as in nginx.
+    // [::]:80 serves IPv6 only, so that 0.0.0.0:80 can be listed beside it as in
+    // nginx; a bare port serves both (set either way: the sysctl bindv6only varies).
+    int v6_only_value = v6_only ? 1 : 0;
     if (address.storage.any.sa_family == AF_INET6)
-        setsockopt(fd.get(), IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof one);
+        setsockopt(fd.get(), IPPROTO_IPV6, IPV6_V6ONLY, &v6_only_value, sizeof v6_only_value);
     if (::bind(fd.get(), &address.storage.any, address.length) != 0) {
         if (errno == EADDRINUSE) {
             error = "port " + std::to_string(address.port()) + " is already in use (" +
@@ -118,6 +169,82 @@ UniqueFd open_listener(const SocketAddress& address, const ListenOptions& option
     }
     if (::listen(fd.get(), options.backlog) != 0) return fail("listen on");
     return fd;
+}
+
+sockaddr_un unix_address(const std::string& path) {
+    sockaddr_un address{};
+    address.sun_family = AF_UNIX;
+    std::memcpy(address.sun_path, path.data(), path.size()); // parse_listen checked the size
+    return address;
+}
+
+// A socket file that refuses connections was left by a process that is gone.
+bool stale_socket_file(const std::string& path, std::string& error) {
+    struct stat st;
+    if (lstat(path.c_str(), &st) != 0) return false; // nothing there (or nothing we may see)
+    if (!S_ISSOCK(st.st_mode)) {
+        error = "unix:" + path + " exists and is not a socket";
+        return false;
+    }
+    UniqueFd probe(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    sockaddr_un address = unix_address(path);
+    if (probe &&
+        ::connect(probe.get(), reinterpret_cast<sockaddr*>(&address), sizeof address) == 0) {
+        error = "unix:" + path + " is already in use by a running server";
+        return false;
+    }
+    return true;
+}
+
+UniqueFd open_unix_listener(const std::string& path, const ListenOptions& options,
+                            std::string& error) {
+    auto fail = [&](const char* what) {
+        error = std::string("cannot ") + what + " unix:" + path + ": " + strerror(errno);
+        return UniqueFd();
+    };
+    if (stale_socket_file(path, error)) ::unlink(path.c_str());
+    if (!error.empty()) return UniqueFd();
+    UniqueFd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
+    if (!fd) return fail("create a socket for");
+    sockaddr_un address = unix_address(path);
+    if (::bind(fd.get(), reinterpret_cast<sockaddr*>(&address), sizeof address) != 0)
+        return fail("bind");
+    // connect(2) needs write permission on the file: open to every local user,
+    // as a port on 127.0.0.1 is (the proxy in front runs as its own user).
+    if (::chmod(path.c_str(), 0666) != 0) return fail("chmod");
+    if (::listen(fd.get(), options.backlog) != 0) return fail("listen on");
+    return fd;
+}
+
+} // namespace
+
+UniqueFd open_listener(const SocketAddress& address, const ListenOptions& options,
+                       std::string& error) {
+    return open_tcp_listener(address, options, true, error);
+}
+
+UniqueFd open_listener(const ListenAddress& listen, const ListenOptions& options,
+                       std::string& error) {
+    if (!listen.unix_path.empty()) return open_unix_listener(listen.unix_path, options, error);
+    if (!listen.dual_stack || listen.address.storage.any.sa_family != AF_INET6)
+        return open_tcp_listener(listen.address, options, true, error);
+    UniqueFd fd = open_tcp_listener(listen.address, options, false, error);
+    // No IPv6 on this host (ipv6.disable=1, a container without it): IPv4 alone.
+    if (fd || (errno != EAFNOSUPPORT && errno != EADDRNOTAVAIL)) return fd;
+    SocketAddress v4;
+    v4.storage.v4.sin_family = AF_INET;
+    v4.storage.v4.sin_port = listen.address.storage.v6.sin6_port;
+    v4.storage.v4.sin_addr.s_addr = htonl(INADDR_ANY);
+    v4.length = sizeof(sockaddr_in);
+    error.clear();
+    return open_tcp_listener(v4, options, true, error);
+}
+
+void remove_unix_listener(const ListenAddress& listen) {
+    struct stat st;
+    if (!listen.unix_path.empty() && lstat(listen.unix_path.c_str(), &st) == 0 &&
+        S_ISSOCK(st.st_mode))
+        ::unlink(listen.unix_path.c_str());
 }
 
 SocketAddress local_address(int fd) {

@@ -22,11 +22,29 @@ struct SocketAddress {
     socklen_t length = 0;
 
     uint16_t port() const;
-    // "127.0.0.1" or "::1" (no brackets, no port), written into `out` (cleared first).
+    // "127.0.0.1" or "::1" (no brackets, no port), written into `out` (cleared
+    // first); "unix:" for a client of a Unix socket, as nginx logs it.
     void format_host(std::string& out) const;
-    // "127.0.0.1:8080" or "[::1]:8080".
+    // "127.0.0.1:8080" or "[::1]:8080" ("unix:" for a Unix socket client).
     std::string to_string() const;
 };
+
+// An IPv4-mapped IPv6 address (::ffff:1.2.3.4, what a dual-stack socket reports
+// for an IPv4 client) as the IPv4 address it is; any other address unchanged.
+SocketAddress without_v4_mapping(const SocketAddress& address);
+
+// A --listen value: a TCP address, or a Unix socket path.
+struct ListenAddress {
+    SocketAddress address;   // TCP; unused for a Unix socket
+    bool dual_stack = false; // "PORT", ":PORT", "*:PORT": [::] serving IPv4 too, else 0.0.0.0
+    std::string unix_path;   // "unix:/run/lepus.sock" -> "/run/lepus.sock"
+};
+
+// Parses what parse_listen_address takes, and "unix:/PATH". A bare port (or
+// ":PORT", "*:PORT") means every address of both families: one [::] socket
+// with IPV6_V6ONLY off, as `python3 -m http.server`. "[::]:PORT" stays IPv6
+// only, so that "0.0.0.0:PORT" can be listed beside it as in nginx.
+std::optional<ListenAddress> parse_listen(std::string_view text);
 
 // Parses "ADDR:PORT", "[V6]:PORT", ":PORT" or "PORT" (all addresses, IPv4).
 // Port 0 is allowed (the kernel picks one). nullopt on anything else.
@@ -41,6 +59,16 @@ struct ListenOptions {
 // On failure returns an empty fd and sets `error` to one line naming the address.
 UniqueFd open_listener(const SocketAddress& address, const ListenOptions& options,
                        std::string& error);
+
+// The same for a ListenAddress. A dual-stack one falls back to 0.0.0.0 where
+// the host has no IPv6. A Unix socket replaces a stale socket file (one that
+// nobody accepts on) and refuses to touch a live one or any other file; the
+// caller removes the file at exit (remove_unix_listener).
+UniqueFd open_listener(const ListenAddress& address, const ListenOptions& options,
+                       std::string& error);
+
+// Removes the socket file of a Unix listener, if it is still a socket.
+void remove_unix_listener(const ListenAddress& address);
 
 // The address a socket is bound to (useful after binding port 0).
 SocketAddress local_address(int fd);

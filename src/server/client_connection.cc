@@ -1,8 +1,11 @@
 #include "server/client_connection.h"
 
+#include "log/error_log.h"
 #include "server/worker.h"
 
+#include <cerrno>
 #include <sys/epoll.h>
+#include <sys/socket.h>
 
 namespace lepus {
 
@@ -19,18 +22,61 @@ void ClientConnection::open(Worker& worker, const AcceptedSocket& socket) {
     }
     // Most clients send the request right after connecting: try reading now
     // rather than waiting for the edge (TCP_DEFER_ACCEPT-like, without the option).
-    connection->drive();
+    connection->awaiting_proxy_header_ = worker.options().proxy_protocol;
+    if (connection->awaiting_proxy_header_)
+        connection->on_events(EPOLLIN);
+    else
+        connection->drive();
 }
 
 ClientConnection::ClientConnection(Worker& worker, const AcceptedSocket& socket)
-    : reactor_(worker.reactor()), transport_(UniqueFd(socket.fd)), info_(socket.peer, socket.fd),
-      engine_(worker.http1(), transport_, info_, *this), timer_(this, &ClientConnection::on_timer) {
+    : reactor_(worker.reactor()), transport_(UniqueFd(socket.fd)),
+      info_(without_v4_mapping(socket.peer), socket.fd),
+      engine_(worker.http1(), transport_, info_, *this), timer_(this, &ClientConnection::on_timer),
+      trusted_proxies_(worker.options().trusted_proxies) {}
+
+ProxyHeaderStatus ClientConnection::read_proxy_header() {
+    char peeked[kMaxProxyHeader];
+    ssize_t n = ::recv(transport_.fd(), peeked, sizeof peeked, MSG_PEEK);
+    if (n < 0)
+        return errno == EAGAIN || errno == EINTR ? ProxyHeaderStatus::Again
+                                                 : ProxyHeaderStatus::Error;
+    ProxyHeader header;
+    ProxyHeaderStatus status = parse_proxy_header({peeked, size_t(n)}, header);
+    if (status == ProxyHeaderStatus::Again && n == 0) return ProxyHeaderStatus::Error; // closed
+    if (status != ProxyHeaderStatus::Done) return status;
+    // What was peeked is in the socket buffer: this read takes exactly the header.
+    if (::recv(transport_.fd(), peeked, header.size, 0) != ssize_t(header.size))
+        return ProxyHeaderStatus::Error;
+    // From anyone else a PROXY header is consumed (the listener requires one) and ignored.
+    if (header.source && trusted_proxies_.trusts(info_.socket_peer)) info_.peer = *header.source;
+    return ProxyHeaderStatus::Done;
 }
 
 void ClientConnection::on_events(uint32_t events) {
     if (events & (EPOLLERR | EPOLLHUP)) {
         close();
         return;
+    }
+    if (awaiting_proxy_header_) {
+        if (!(events & (EPOLLIN | EPOLLRDHUP | kResumeEvent))) return;
+        switch (read_proxy_header()) {
+        case ProxyHeaderStatus::Error:
+            // As nginx: a connection without a valid header is closed unanswered.
+            log_info("client %s: no valid PROXY protocol header; closed",
+                     info_.socket_peer.to_string().c_str());
+            close();
+            return;
+        case ProxyHeaderStatus::Again:
+            // The rest comes with a later edge: the socket must be in the poller.
+            if (!reactor_.watch(transport_.fd())) return close();
+            arm_timer(); // the header deadline, running since accept
+            return;
+        case ProxyHeaderStatus::Done:
+            awaiting_proxy_header_ = false;
+            events |= EPOLLIN; // the request may have come with it
+            break;
+        }
     }
     if (events & (EPOLLIN | kResumeEvent)) engine_.on_readable();
     if (events & EPOLLRDHUP) engine_.on_peer_shutdown();
@@ -94,6 +140,10 @@ void ClientConnection::arm_timer() {
 
 void ClientConnection::on_timer(TimerEntry& entry) {
     ClientConnection& self = OwnedTimerEntry<ClientConnection>::owner_of(entry);
+    if (self.awaiting_proxy_header_) {
+        self.close(); // the header deadline passed before the PROXY header was complete
+        return;
+    }
     if (self.engine_.on_deadline() == Http1Engine::Next::Close) {
         self.close();
         return;

@@ -3,11 +3,14 @@
 // Transport (plain TCP), the protocol engine (HTTP/1.1), and, through the
 // worker's Router, the handlers. Its own job is the glue to the reactor:
 // events in, the one timer for whatever the engine waits on, the yield to
-// other connections, and deleting itself when the connection closes.
+// other connections, and deleting itself when the connection closes. With
+// --proxy-protocol it first reads the PROXY header the proxy puts before the
+// first request, under the header deadline.
 #pragma once
 
 #include "http/exchange.h"
 #include "http/http1_engine.h"
+#include "net/proxy_protocol.h"
 #include "net/reactor.h"
 #include "net/timer_wheel.h"
 #include "net/transport.h"
@@ -32,6 +35,10 @@ private:
     ~ClientConnection() = default;
 
     void drive();
+    // --proxy-protocol: consumes the PROXY header (exactly its bytes, the
+    // request behind it stays in the socket for the engine) and, from a
+    // trusted proxy, takes the client address it gives.
+    ProxyHeaderStatus read_proxy_header();
     // Arms the one timer for the engine's deadline.
     void arm_timer();
     void close();
@@ -45,6 +52,8 @@ private:
     bool in_drive_ = false;
     bool progress_ = false; // a stream made progress while drive() ran: run again
     bool closed_ = false;
+    bool awaiting_proxy_header_ = false;
+    const TrustedProxies& trusted_proxies_;
 };
 
 } // namespace lepus

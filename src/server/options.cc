@@ -7,11 +7,21 @@
 #include "net/socket.h"
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
+#include <climits>
 #include <cstdio>
+#include <cstdlib>
 #include <fcntl.h>
+#include <grp.h>
+#include <link.h>
 #include <map>
+#include <pwd.h>
 #include <sys/stat.h>
+#include <toml++/impl/version.h> // TOML_LIB_*, for -V
 #include <unistd.h>
+
+// Defined when tcmalloc is linked (-V reports it).
+extern "C" const char* tc_version(int* major, int* minor, const char** patch) __attribute__((weak));
 
 namespace lepus {
 namespace {
@@ -45,9 +55,9 @@ struct SizeValidator : CLI::Validator {
 struct ListenValidator : CLI::Validator {
     ListenValidator() : CLI::Validator("ADDR:PORT") {
         func_ = [](std::string& text) -> std::string {
-            return parse_listen_address(text)
+            return parse_listen(text)
                        ? std::string()
-                       : "'" + text + "' is not ADDR:PORT, [V6]:PORT or PORT";
+                       : "'" + text + "' is not ADDR:PORT, [V6]:PORT, PORT or unix:/PATH";
         };
     }
 };
@@ -103,6 +113,187 @@ std::string check_site(const SiteConfig& site) {
     return {};
 }
 
+// A list option takes one value per occurrence (repeat the flag) or a
+// comma-separated list: with CLI11's default of "every following word", the
+// positional root after `--index a.html index.html ROOT` was taken as an index.
+CLI::Option* list_option(CLI::Option* option) {
+    return option->expected(1)->allow_extra_args(false)->delimiter(',')->multi_option_policy(
+        CLI::MultiOptionPolicy::TakeAll);
+}
+
+constexpr const char* kFiles = "Files";
+constexpr const char* kLimits = "Limits";
+constexpr const char* kProcess = "Process";
+
+// "lepus" for "/usr/sbin/lepus": the usage line names the program as it was run.
+std::string program_name(const std::string& argv0) {
+    size_t slash = argv0.rfind('/');
+    return slash == std::string::npos ? argv0 : argv0.substr(slash + 1);
+}
+
+// The config key of an option: "--keepalive-timeout" is keepalive_timeout.
+std::string config_key(const std::string& option) {
+    std::string key = option.substr(option.rfind('-', 1) == 1 ? 2 : 0);
+    std::replace(key.begin(), key.end(), '-', '_');
+    return key;
+}
+
+// One "FILE:LINE:COLUMN: unknown key 'NAME'" line for each key of the config
+// file that names no option (all of them, as -t shows every problem).
+std::string unknown_config_keys(const CLI::App& app,
+                                const std::map<std::string, std::string>& origins) {
+    std::string lines;
+    for (auto& [option, origin] : origins)
+        if (app.get_option_no_throw(option) == nullptr)
+            lines += "lepus: " + origin + ": unknown key '" + config_key(option) + "'\n";
+    return lines;
+}
+
+// CLI11's message about `option`, with the option written as the file's key.
+std::string reword_for_file(std::string message, const std::string& option) {
+    std::string key = "'" + config_key(option) + "'";
+    for (size_t at = message.find(option); at != std::string::npos;
+         at = message.find(option, at + key.size()))
+        message.replace(at, option.size(), key);
+    return message;
+}
+
+// The shared libraries among `wanted` that this process has loaded, as their
+// real file names ("liburing.so.2.3"): the versions it runs with, not those it
+// was built against.
+std::vector<std::string> loaded_libraries(const std::vector<std::string>& wanted) {
+    struct Search {
+        const std::vector<std::string>* wanted;
+        std::vector<std::string> found;
+    } search{&wanted, {}};
+    dl_iterate_phdr(
+        [](dl_phdr_info* info, size_t, void* data) {
+            auto& search = *static_cast<Search*>(data);
+            char real[PATH_MAX];
+            if (!info->dlpi_name || !realpath(info->dlpi_name, real)) return 0;
+            std::string name = program_name(real);
+            for (const std::string& prefix : *search.wanted)
+                if (name.starts_with(prefix + ".so") || name.starts_with(prefix + "_minimal.so"))
+                    search.found.push_back(name);
+            return 0;
+        },
+        &search);
+    return search.found;
+}
+
+// -V, as nginx -V: what a bug report needs to know about this binary.
+void print_build_info() {
+    std::printf("lepus %s\n", LEPUS_VERSION);
+#if defined(__clang__)
+    std::printf("built with clang %s\n", __clang_version__);
+#elif defined(__GNUC__)
+    std::printf("built with gcc %s\n", __VERSION__);
+#endif
+#ifdef NDEBUG
+    std::printf("build: optimised, assertions off");
+#else
+    std::printf("build: assertions on");
+#endif
+#if defined(__SANITIZE_ADDRESS__)
+    std::printf(", AddressSanitizer");
+#endif
+#if defined(__SANITIZE_THREAD__)
+    std::printf(", ThreadSanitizer");
+#endif
+    std::printf("\nlibraries: CLI11 %s, toml++ %d.%d.%d", CLI11_VERSION, TOML_LIB_MAJOR,
+                TOML_LIB_MINOR, TOML_LIB_PATCH);
+    for (const std::string& library : loaded_libraries({"liburing", "libssl", "libtcmalloc"}))
+        std::printf(", %s", library.c_str());
+    // tcmalloc_minimal exports tc_version; without it malloc is glibc's.
+    std::printf("\ntcmalloc: %s\n", tc_version ? "on" : "off (glibc malloc)");
+}
+
+// Who lepus runs as once started: --user/--group, else whoever runs it.
+struct ServiceIdentity {
+    uid_t uid = geteuid();
+    std::vector<gid_t> groups{getegid()}; // the primary group first
+};
+
+// -t: the user and group must exist (start-up drops to them after binding).
+bool resolve_identity(const ServerOptions& options, ServiceIdentity& identity,
+                      std::vector<std::string>& errors) {
+    const passwd* user = nullptr;
+    if (!options.user.empty()) {
+        if ((user = getpwnam(options.user.c_str())) == nullptr) {
+            errors.push_back("no such user '" + options.user + "' (--user)");
+        } else {
+            identity.uid = user->pw_uid;
+            identity.groups = {user->pw_gid};
+        }
+    }
+    if (!options.group.empty()) {
+        const group* g = getgrnam(options.group.c_str());
+        if (!g)
+            errors.push_back("no such group '" + options.group + "' (--group)");
+        else
+            identity.groups = {g->gr_gid};
+    }
+    if (user) {
+        // initgroups() gives the user its supplementary groups at the drop.
+        int count = 64;
+        std::vector<gid_t> more(static_cast<size_t>(count));
+        if (getgrouplist(user->pw_name, identity.groups.front(), more.data(), &count) >= 0)
+            identity.groups.insert(identity.groups.end(), more.begin(), more.begin() + count);
+    }
+    return errors.empty();
+}
+
+// Whether `identity` may write `path` (for a directory: create files in it),
+// by the mode bits as the kernel checks them (ACLs aside).
+bool writable_by(const std::string& path, const ServiceIdentity& identity) {
+    struct stat st;
+    if (stat(path.c_str(), &st) != 0) return false;
+    if (identity.uid == 0) return true;
+    mode_t need_user = S_IWUSR, need_group = S_IWGRP, need_other = S_IWOTH;
+    if (S_ISDIR(st.st_mode)) need_user |= S_IXUSR, need_group |= S_IXGRP, need_other |= S_IXOTH;
+    if (st.st_uid == identity.uid) return (st.st_mode & need_user) == need_user;
+    if (std::find(identity.groups.begin(), identity.groups.end(), st.st_gid) !=
+        identity.groups.end())
+        return (st.st_mode & need_group) == need_group;
+    return (st.st_mode & need_other) == need_other;
+}
+
+// A log file lepus opens (as root, before the drop) and must reopen on SIGUSR1
+// as the service user, in a directory where that user can create it.
+void check_log_path(const std::string& path, const std::string& what,
+                    const ServiceIdentity& identity, std::vector<std::string>& errors) {
+    if (path == "-" || path == "off" || path.empty()) return;
+    size_t slash = path.rfind('/');
+    std::string directory = slash == std::string::npos ? "." : path.substr(0, slash + 1);
+    struct stat st;
+    if (stat(directory.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
+        errors.push_back(what + " '" + path + "': directory '" + directory + "' does not exist");
+    else if (!writable_by(directory, identity))
+        errors.push_back(what + " '" + path + "': directory '" + directory +
+                         "' is not writable by uid " + std::to_string(identity.uid) +
+                         " (SIGUSR1 creates the file anew there)");
+    // An existing file is opened for appending by whoever starts lepus (root
+    // gives it to --user afterwards).
+    else if (access(path.c_str(), F_OK) == 0 && access(path.c_str(), W_OK) != 0)
+        errors.push_back(what + " '" + path + "' is not writable");
+}
+
+// What start-up would refuse beyond the options themselves, for -t: users,
+// groups and log directories (listen addresses and roots are checked when read).
+std::vector<std::string> check_start_up(const ServerOptions& options) {
+    std::vector<std::string> errors;
+    if ((!options.user.empty() || !options.group.empty()) && geteuid() != 0)
+        errors.push_back("--user/--group need lepus to start as root");
+    ServiceIdentity identity;
+    if (!resolve_identity(options, identity, errors)) return errors;
+    check_log_path(options.access_log, "access log", identity, errors);
+    check_log_path(options.error_log, "error log", identity, errors);
+    for (const SiteConfig& site : options.sites)
+        if (site.access_log)
+            check_log_path(*site.access_log, site.origin + ": access_log", identity, errors);
+    return errors;
+}
+
 int usage_error(const std::string& message) {
     std::fprintf(stderr, "lepus: %s (see lepus --help)\n", message.c_str());
     return 2;
@@ -110,8 +301,17 @@ int usage_error(const std::string& message) {
 
 CommandLineResult parse_arguments(const std::vector<std::string>& arguments, ServerOptions& options,
                                   const std::map<std::string, std::string>& origins) {
-    CLI::App app{"lepus: a fast HTTP/1.1 server. Serves ROOT (default: the current directory)."};
-    app.set_version_flag("--version", std::string("lepus ") + LEPUS_VERSION);
+    CLI::App app{"lepus: a fast HTTP/1.1 server. Serves ROOT (default: the current directory).",
+                 program_name(arguments.front())};
+    app.set_version_flag("-v,--version", std::string("lepus ") + LEPUS_VERSION);
+    app.add_flag_callback(
+        "-V", [] { print_build_info(), throw CLI::Success(); },
+        "Print the version, the build options and the library versions");
+    bool test_config = false; // read by expand_config_argument; listed here for --help
+    app.add_flag("-t,--test-config", test_config,
+                 "Check the configuration (with --config) as start-up would, and exit");
+    app.footer("Example:\n  lepus --listen 80 --fastcgi unix:/run/php/php-fpm.sock "
+               "--index index.php,index.html /var/www/site\n\nSee lepus(1).");
     // A repeated flag takes its last value, as in most servers' command lines.
     app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
     DurationValidator duration;
@@ -125,15 +325,19 @@ CommandLineResult parse_arguments(const std::vector<std::string>& arguments, Ser
     std::string max_body_size, dotfiles = "deny", accept = "acceptor", io = "epoll";
     bool no_pin = false;
 
-    app.add_option("root,--root", options.root, "Directory to serve")->capture_default_str();
+    app.add_option("root,--root", options.root, "Directory to serve")
+        ->capture_default_str()
+        ->group(kFiles);
     app.add_option("-c,--config", options.config_path,
                    "TOML config file; the command line wins over it (-t checks it)");
+    app.option_defaults()->group("Listening");
     app.add_option("--listen,-l", options.listen, "Address to listen on (repeatable)")
         ->check(listen_address)
         ->capture_default_str()
         ->expected(1) // one address per --listen, so `--listen :80 ROOT` works
         ->allow_extra_args(false)
         ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+    app.option_defaults()->group(kProcess);
     app.add_option("--threads", options.threads, "Reactor threads (default: online cores)")
         ->check(CLI::Range(1u, 1024u));
     app.add_flag("--no-pin", no_pin, "Do not pin reactor threads to cores");
@@ -141,10 +345,27 @@ CommandLineResult parse_arguments(const std::vector<std::string>& arguments, Ser
         ->check(CLI::IsMember({"acceptor", "reuseport"}));
     app.add_option("--io", io, "Event engine: epoll (default) or uring (io_uring)")
         ->check(CLI::IsMember({"epoll", "uring"}));
-    app.add_option("--backlog", options.backlog, "Listen backlog")->check(CLI::Range(1, 1 << 20));
+    list_option(app.add_option("--real-ip-from", options.real_ip_from,
+                               "Trusted proxies (CIDR or unix:; repeat, or a,b): their "
+                               "X-Forwarded-For or PROXY header gives the client address"))
+        ->group("Listening")
+        ->check(CLI::Validator(
+            [](std::string& cidr) {
+                std::string error;
+                return cidr == "unix:" || parse_cidr(cidr, error) ? std::string() : error;
+            },
+            "CIDR"));
+    app.add_flag("--proxy-protocol", options.proxy_protocol,
+                 "Every connection starts with a PROXY protocol v1/v2 header (haproxy)")
+        ->group("Listening");
+    app.add_option("--backlog", options.backlog, "Listen backlog")
+        ->group("Listening")
+        ->check(CLI::Range(1, 1 << 20));
+    app.option_defaults()->group(kLimits);
     app.add_option("--max-connections", options.max_connections,
                    "Connections above this get 503 (default: from RLIMIT_NOFILE)")
         ->check(CLI::Range(int64_t{1}, int64_t{1} << 40));
+    app.option_defaults()->group("Logs");
     app.add_option("--access-log", options.access_log, "Access log: PATH, - (stderr) or off")
         ->capture_default_str();
     app.add_option("--error-log", options.error_log, "Error log: PATH or - (stderr)")
@@ -152,6 +373,7 @@ CommandLineResult parse_arguments(const std::vector<std::string>& arguments, Ser
     app.add_option("--log-level", options.log_level, "error, warn, info or debug")
         ->check(CLI::IsMember({"error", "warn", "info", "debug"}))
         ->capture_default_str();
+    app.option_defaults()->group(kLimits);
     app.add_option("--keepalive-timeout", keepalive_timeout, "Idle keepalive timeout (75s)")
         ->check(duration);
     app.add_option("--keepalive-requests", options.keepalive_requests,
@@ -165,20 +387,21 @@ CommandLineResult parse_arguments(const std::vector<std::string>& arguments, Ser
     app.add_option("--shutdown-timeout", shutdown_timeout, "Grace period on SIGTERM (10s)")
         ->check(duration);
     app.add_option("--max-body-size", max_body_size, "Largest request body (1m)")->check(size);
-    app.add_option("--index", options.index, "Index file names for directories")
-        ->capture_default_str()
-        ->expected(1, 64)
-        ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+    app.option_defaults()->group(kFiles);
+    list_option(app.add_option("--index", options.index,
+                               "Index file names for directories (repeat, or a,b)"))
+        ->capture_default_str();
     app.add_flag("--autoindex", options.autoindex, "List directories without an index");
     app.add_option("--dotfiles", dotfiles, "deny (404 for names starting with '.') or allow")
         ->check(CLI::IsMember({"deny", "allow"}));
 
+    app.option_defaults()->group("PHP (FastCGI)");
     app.add_option("--fastcgi", options.fastcgi,
                    "Send scripts to this FastCGI server (php-fpm): unix:/path or HOST:PORT")
         ->check(backend);
-    app.add_option("--fastcgi-ext", options.fastcgi_ext, "Script extensions (.php)")
-        ->check(extension)
-        ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+    list_option(app.add_option("--fastcgi-ext", options.fastcgi_ext,
+                               "Script extensions (.php; repeat, or .php,.phtml)"))
+        ->check(extension);
     app.add_option("--fastcgi-pool", options.fastcgi_pool,
                    "FastCGI connections in all, split over the reactors (8)")
         ->check(CLI::Range(1u, 65536u));
@@ -195,12 +418,12 @@ CommandLineResult parse_arguments(const std::vector<std::string>& arguments, Ser
                    "Idle pooled FastCGI connections are closed after (30s)")
         ->check(duration);
 
+    app.option_defaults()->group(kProcess);
     app.add_option("--status-path", options.status_path,
                    "Serve the status page (JSON; ?format=prometheus) at this path");
-    app.add_option("--status-allow", options.status_allow,
-                   "Networks allowed to read the status page (127.0.0.0/8 ::1/128)")
+    list_option(app.add_option("--status-allow", options.status_allow,
+                               "Networks allowed to read the status page (repeat, or a,b)"))
         ->capture_default_str()
-        ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)
         ->check(CLI::Validator(
             [](std::string& cidr) {
                 std::string error;
@@ -213,6 +436,12 @@ CommandLineResult parse_arguments(const std::vector<std::string>& arguments, Ser
     // CLI11 wants argv-style input, program name first, in reverse order of use.
     std::vector<std::string> reversed(arguments.rbegin(), arguments.rend() - 1);
     try {
+        // toml++ has read any key; the file's keys are checked here, where the
+        // options are known, and worded for the file.
+        if (std::string error = unknown_config_keys(app, origins); !error.empty()) {
+            std::fputs(error.c_str(), stderr);
+            return {false, 2};
+        }
         app.parse(reversed);
     } catch (const CLI::CallForHelp& e) {
         return {false, app.exit(e)};
@@ -220,16 +449,19 @@ CommandLineResult parse_arguments(const std::vector<std::string>& arguments, Ser
         return {false, app.exit(e)};
     } catch (const CLI::CallForVersion& e) {
         return {false, app.exit(e)};
+    } catch (const CLI::Success&) {
+        return {false, 0}; // -V printed
     } catch (const CLI::ParseError& e) {
         std::string message = e.what();
         for (char& c : message)
             if (c == '\n') c = ' ';
-        // Name the config file line when the option came from there.
+        // An option that came from the config file is named as its key, at its line.
         for (auto& [option, origin] : origins)
             if (message.find(option + ":") != std::string::npos ||
                 message.find(option + " ") != std::string::npos || message.ends_with(option)) {
-                message = origin + ": " + message;
-                break;
+                std::fprintf(stderr, "lepus: %s: %s\n", origin.c_str(),
+                             reword_for_file(message, option).c_str());
+                return {false, 2};
             }
         return {false, usage_error(message)};
     }
@@ -252,6 +484,13 @@ CommandLineResult parse_arguments(const std::vector<std::string>& arguments, Ser
                  {&fastcgi_idle_timeout, &options.fastcgi_idle_timeout_ms}},
                 {{&max_body_size, &options.max_body_size}});
     options.pin_threads = !no_pin;
+    std::vector<Cidr> trusted;
+    std::string ignored; // checked by the validator
+    for (const std::string& text : options.real_ip_from)
+        if (auto network = parse_cidr(text, ignored)) trusted.push_back(*network);
+    options.trusted_proxies =
+        TrustedProxies(std::move(trusted), std::count(options.real_ip_from.begin(),
+                                                      options.real_ip_from.end(), "unix:") > 0);
     options.dotfiles_allow = dotfiles == "allow";
     options.accept_mode = accept == "reuseport" ? AcceptMode::ReusePort : AcceptMode::Acceptor;
     options.io = *parse_io_backend(io);
@@ -266,6 +505,12 @@ CommandLineResult parse_arguments(const std::vector<std::string>& arguments, Ser
     // usual "index index.php index.html"; an explicit --index wins.
     if (!options.fastcgi.empty() && app.count("--index") == 0)
         options.index = {"index.php", "index.html"};
+    // A reactor's own SO_REUSEPORT copy of a listener cannot be had for a Unix
+    // socket: a second bind of the path would find the first one live.
+    if (options.accept_mode == AcceptMode::ReusePort &&
+        std::any_of(options.listen.begin(), options.listen.end(),
+                    [](const std::string& text) { return text.starts_with("unix:"); }))
+        return {false, usage_error("unix: listen addresses need --accept acceptor")};
     if (!options.status_path.empty() && options.status_path.front() != '/')
         return {false, usage_error("--status-path must start with /")};
     if (options.access_log.empty() || options.error_log.empty())
@@ -297,6 +542,10 @@ CommandLineResult parse_command_line(int argc, char** argv, ServerOptions& optio
         if (std::string error = check_root(site.root); !error.empty())
             return {false, (usage_error(site.origin + ": " + error), error_exit)};
     if (check_only) {
+        std::vector<std::string> errors = check_start_up(options);
+        for (const std::string& error : errors)
+            std::fprintf(stderr, "lepus: %s\n", error.c_str());
+        if (!errors.empty()) return {false, error_exit};
         std::printf("ok\n");
         return {false, 0};
     }

@@ -3,6 +3,7 @@
 #pragma once
 
 #include "net/poller.h"
+#include "net/proxy_protocol.h"
 #include "server/config_file.h"
 
 #include <cstdint>
@@ -15,8 +16,8 @@ enum class AcceptMode { Acceptor, ReusePort };
 
 struct ServerOptions {
     std::string root = ".";
-    std::vector<std::string> listen = {"0.0.0.0:8080"};
-    unsigned threads = 0; // 0: one reactor per online core
+    std::vector<std::string> listen = {"8080"}; // IPv4 and IPv6 ([::] dual-stack)
+    unsigned threads = 0;                       // 0: one reactor per online core
     bool pin_threads = true;
     AcceptMode accept_mode = AcceptMode::Acceptor;
     IoBackend io = IoBackend::Epoll; // uring falls back to epoll where refused
@@ -54,6 +55,11 @@ struct ServerOptions {
     std::string status_path;       // e.g. "/_lepus/status"; empty: off
     std::vector<std::string> status_allow = {"127.0.0.0/8", "::1/128"};
     std::string user, group; // drop to these after binding (when root)
+
+    // Behind a proxy: whose PROXY header and X-Forwarded-For set the client.
+    std::vector<std::string> real_ip_from; // CIDRs, or "unix:"
+    TrustedProxies trusted_proxies;        // real_ip_from, parsed
+    bool proxy_protocol = false;           // every connection starts with a PROXY header
 };
 
 // What parse_command_line decided.

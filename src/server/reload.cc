@@ -29,7 +29,7 @@ struct ListenChange {
         };
         for (const std::string& text : next.listen) {
             if (listed(listening.sockets, text) || listed(opened, text)) continue;
-            UniqueFd fd = open_listener(*parse_listen_address(text), {next.backlog, false}, error);
+            UniqueFd fd = open_listener(*parse_listen(text), {next.backlog, false}, error);
             if (!fd) return false;
             opened.emplace_back(text, std::move(fd));
         }
@@ -54,6 +54,7 @@ struct ListenChange {
                                    [&](const auto& item) { return item.first == text; });
             removed.push_back(it->second);
             listening.sockets.erase(it);
+            if (auto address = parse_listen(text)) remove_unix_listener(*address);
         }
         listening.acceptor->change_listeners(std::move(added), std::move(removed));
     }
@@ -108,17 +109,11 @@ void reload(int argc, char** argv, const ServerOptions& current,
     log_info("SIGHUP: configuration reloaded (%zu sites)", next.sites.size());
 }
 
-bool drop_privileges(const ServerOptions& options, std::string& error) {
-    if (options.user.empty() && options.group.empty()) return true;
-    if (geteuid() != 0) {
-        error = "--user/--group need lepus to start as root";
-        return false;
-    }
-    gid_t gid = getegid();
-    uid_t uid = geteuid();
-    const passwd* user = nullptr;
+bool service_identity(const ServerOptions& options, uid_t& uid, gid_t& gid, std::string& error) {
+    uid = geteuid();
+    gid = getegid();
     if (!options.user.empty()) {
-        user = getpwnam(options.user.c_str());
+        const passwd* user = getpwnam(options.user.c_str());
         if (!user) {
             error = "no such user '" + options.user + "'";
             return false;
@@ -134,6 +129,19 @@ bool drop_privileges(const ServerOptions& options, std::string& error) {
         }
         gid = g->gr_gid;
     }
+    return true;
+}
+
+bool drop_privileges(const ServerOptions& options, std::string& error) {
+    if (options.user.empty() && options.group.empty()) return true;
+    if (geteuid() != 0) {
+        error = "--user/--group need lepus to start as root";
+        return false;
+    }
+    uid_t uid;
+    gid_t gid;
+    if (!service_identity(options, uid, gid, error)) return false;
+    const passwd* user = options.user.empty() ? nullptr : getpwnam(options.user.c_str());
     bool ok = (user ? initgroups(user->pw_name, gid) : setgroups(0, nullptr)) == 0 &&
               setgid(gid) == 0 && setuid(uid) == 0;
     if (!ok) {

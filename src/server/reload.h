@@ -8,6 +8,7 @@
 #include "server/serving_set.h"
 
 #include <string>
+#include <sys/types.h>
 #include <utility>
 #include <vector>
 
@@ -32,6 +33,10 @@ struct Listening {
 // logs and the client timeouts need a restart.
 void reload(int argc, char** argv, const ServerOptions& current,
             const std::vector<Worker*>& workers, SiteLogs& site_logs, Listening& listening);
+
+// The uid and gid lepus runs as once --user/--group apply (the current ones
+// when neither is given). False with one line in `error` for an unknown name.
+bool service_identity(const ServerOptions& options, uid_t& uid, gid_t& gid, std::string& error);
 
 // --user/--group: switches to them (group first, with its supplementary
 // groups). False with one line in `error` when it cannot.

@@ -1,5 +1,6 @@
 #include "server/router.h"
 
+#include "base/ascii.h"
 #include "fastcgi/fastcgi_exchange.h"
 #include "http/path.h"
 #include "log/access_log.h"
@@ -9,6 +10,25 @@
 
 namespace lepus {
 namespace {
+
+// --real-ip-from without --proxy-protocol: the client a trusted proxy names in
+// X-Forwarded-For, per request (a proxy's keepalive connection carries many
+// clients), as nginx's real_ip_recursive on. finish() gives the socket's peer back.
+void apply_forwarded_for(const ServerOptions& options, Exchange& exchange) {
+    if (options.trusted_proxies.empty() || options.proxy_protocol) return;
+    std::string_view values[8]; // beyond eight lines, the last eight (nearest the proxy)
+    size_t count = 0;
+    for (const Header& header : exchange.request->headers) {
+        if (!ascii_iequals(header.name, "X-Forwarded-For")) continue;
+        if (count == std::size(values)) {
+            std::move(values + 1, values + count, values);
+            --count;
+        }
+        values[count++] = header.value;
+    }
+    ConnectionInfo& connection = *exchange.connection;
+    connection.peer = options.trusted_proxies.client_of(connection.socket_peer, {values, count});
+}
 
 ReplyContext reply_context(const Exchange& exchange) {
     const Request& request = *exchange.request;
@@ -37,6 +57,7 @@ SiteHandlers& Router::pick_site(Exchange& exchange) {
 
 void Router::start(Exchange& exchange) {
     const Request& request = *exchange.request;
+    apply_forwarded_for(worker_.options(), exchange);
     ReactorLoad& load = worker_.reactor().load();
     load.requests_total.store(load.requests_total.load(std::memory_order_relaxed) + 1,
                               std::memory_order_relaxed);
@@ -156,6 +177,10 @@ void Router::fail(Exchange& exchange, int status, std::string_view extra_headers
 }
 
 void Router::finish(Exchange& exchange) {
+    // The next request (a malformed one too) must not inherit this one's forwarded client.
+    const ServerOptions& options = worker_.options();
+    if (!options.trusted_proxies.empty() && !options.proxy_protocol)
+        exchange.connection->peer = exchange.connection->socket_peer;
     exchange.site = nullptr;
     exchange.hold.reset();
     exchange.internal_redirects = 0;
@@ -183,6 +208,8 @@ void Router::account(Exchange& exchange, int status, uint64_t body_bytes) {
         entry.protocol = exchange.protocol;
         entry.referer = request->referer;
         entry.user_agent = request->user_agent;
+    } else {
+        entry.unparsed_line = exchange.request_line;
     }
     log_line_.clear();
     append_combined_line(entry, log_line_);

@@ -117,6 +117,7 @@ struct Server::State {
     bool reuse_port = false;
     std::vector<UniqueFd> listeners;
     std::vector<SocketAddress> bound;
+    std::vector<std::string> urls; // what "serving ROOT on URL" names
     Listening listening;
 
     std::atomic<int64_t> live_total{0};
@@ -137,6 +138,9 @@ Server::~Server() {
     // The threads have joined (run() returned) or never started: every line
     // appended so far is written.
     if (state_->logs_started) state_->logs.stop();
+    // The Unix sockets served at the end, those a reload added included.
+    for (const auto& [text, fd] : state_->listening.sockets)
+        if (auto address = parse_listen(text)) remove_unix_listener(*address);
 }
 
 bool Server::start(std::string& error) {
@@ -148,6 +152,14 @@ bool Server::start(std::string& error) {
     s.max_connections = s.options.max_connections
                             ? s.options.max_connections
                             : std::max<int64_t>(int64_t(s.fd_limit) - 128, 16);
+    // Log files are opened now, as root, and given to the user lepus drops to
+    // at the end of start(), so that it can reopen them on SIGUSR1.
+    if (geteuid() == 0 && (!s.options.user.empty() || !s.options.group.empty())) {
+        uid_t uid;
+        gid_t gid;
+        if (!service_identity(s.options, uid, gid, error)) return false;
+        set_log_file_owner(uid, gid);
+    }
     if (!s.logs.start(s.options, error)) return false;
     s.logs_started = true;
     s.io = usable_io(s.options.io);
@@ -162,12 +174,17 @@ bool Server::start(std::string& error) {
 
 bool Server::State::open_listeners(std::string& error) {
     for (const std::string& text : options.listen) {
-        SocketAddress address = *parse_listen_address(text);
+        ListenAddress address = *parse_listen(text);
         for (unsigned copy = 0; copy < (reuse_port ? threads : 1u); ++copy) {
-            if (copy > 0) address = bound.back(); // same port even when it was 0
+            if (copy > 0) address.address = bound.back(); // same port even when it was 0
             UniqueFd fd = open_listener(address, {options.backlog, reuse_port}, error);
             if (!fd) return false;
-            if (copy == 0) bound.push_back(local_address(fd.get()));
+            if (copy == 0) {
+                bound.push_back(local_address(fd.get()));
+                urls.push_back(address.unix_path.empty()
+                                   ? "http://" + bound.back().to_string() + "/"
+                                   : "unix:" + address.unix_path);
+            }
             if (!reuse_port) listening.sockets.emplace_back(text, fd.get());
             listeners.push_back(std::move(fd));
         }
@@ -225,9 +242,8 @@ bool Server::State::make_acceptor(std::string& error) {
 int Server::run() {
     State& s = *state_;
     s.start_threads();
-    for (const SocketAddress& address : s.bound)
-        std::printf("lepus: serving %s on http://%s/\n", s.options.root.c_str(),
-                    address.to_string().c_str());
+    for (const std::string& url : s.urls)
+        std::printf("lepus: serving %s on %s\n", s.options.root.c_str(), url.c_str());
     std::fflush(stdout);
     log_info("lepus started: %u reactor threads, %s accept, %s, max %lld connections", s.threads,
              s.reuse_port ? "reuseport" : "acceptor-thread", io_backend_name(s.io),

@@ -4,9 +4,11 @@ or the value, and exit code 2; a port already in use gives one line naming the
 port and exit code 1; --help and --version exit 0. The real binary, run with a
 time limit: a flag that is wrongly accepted shows up as a server that starts."""
 import os
+import re
 import shutil
 import socket
 import subprocess
+import tempfile
 import unittest
 
 import harness
@@ -191,9 +193,115 @@ class CommandLine(unittest.TestCase):
             self.assertIn(flag, out)
 
     def test_version(self):
-        code, out, err = run("--version")
+        for flag in ("--version", "-v"):
+            code, out, err = run(flag)
+            self.assertEqual(code, 0, err)
+            self.assertRegex(out.strip(), r"^lepus \d+\.\d+\.\d+$")
+
+    def test_help_names_the_program_groups_the_options_and_shows_an_example(self):
+        code, out, err = run("--help")
         self.assertEqual(code, 0, err)
-        self.assertRegex(out.strip(), r"^lepus \d+\.\d+\.\d+$")
+        self.assertRegex(out, r"Usage: lepus \[OPTIONS\]")
+        self.assertRegex(out, r"(?m)^\s+-t,--test-config\b")
+        self.assertRegex(out, r"(?m)^\s+-V\b")
+        # Each group heading is followed by its options.
+        for group, flag in (("Listening", "--listen"), ("Files", "--index"),
+                            ("PHP (FastCGI)", "--fastcgi-pool"), ("Logs", "--access-log"),
+                            ("Limits", "--header-timeout"), ("Process", "--user")):
+            section = re.search(r"(?ms)^%s:\n(.*?)(?:\n\n|\Z)" % re.escape(group), out)
+            self.assertIsNotNone(section, "no %s group in --help:\n%s" % (group, out))
+            self.assertIn(flag, section.group(1), group)
+        self.assertIn("Example:\n  lepus ", out)
+
+    def test_build_information(self):
+        code, out, err = run("-V")
+        self.assertEqual(code, 0, err)
+        lines = out.splitlines()
+        self.assertRegex(lines[0], r"^lepus \d+\.\d+\.\d+$")
+        self.assertRegex(out, r"built with (gcc|clang) \d+")
+        self.assertRegex(out, r"CLI11 \d+\.\d+")
+        self.assertRegex(out, r"toml\+\+ \d+\.\d+\.\d+")
+        self.assertRegex(out, r"liburing\.so\.\d")  # as loaded, with its version
+        self.assertRegex(out, r"(?m)^tcmalloc: (on|off)")
+
+
+@unittest.skipUnless(BINARY, "LEPUS_BINARY is not set")
+class ListOptions(unittest.TestCase):
+    """A list option takes one value per occurrence, or a comma-separated list:
+    `cd site-b && lepus --index a.html ../site-a` serves site-a (it served the
+    current folder, site-b, when --index took every following word)."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.TemporaryDirectory(prefix="lepus-lists-")
+        for name in ("site-a", "site-b"):
+            os.mkdir(os.path.join(cls.tmp.name, name))
+            for page in ("a.html", "index.html", "index.php"):
+                with open(os.path.join(cls.tmp.name, name, page), "w") as f:
+                    f.write("%s %s\n" % (name, page))
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.tmp.cleanup()
+
+    def serve(self, *args):
+        """Starts lepus in site-b with args (ending with ../site-a); returns the
+        body of GET / and of the status page, then stops it."""
+        cmd = [BINARY, "--listen", "127.0.0.1:0", "--access-log", "off", "--error-log", "-",
+               "--status-path", "/_status"] + list(args)
+        proc = subprocess.Popen(cmd, cwd=os.path.join(self.tmp.name, "site-b"),
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            line = proc.stdout.readline()
+            match = re.search(r"serving (\S+) on http://127\.0\.0\.1:(\d+)/", line)
+            if not match:
+                proc.wait(timeout=10)
+                self.fail("did not start: %r %r" % (line, proc.stderr.read()))
+            self.assertEqual(match.group(1), "../site-a")
+            port = int(match.group(2))
+            bodies = []
+            for path in ("/", "/_status"):
+                with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
+                    s.sendall(b"GET %s HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+                              % path.encode())
+                    r = read_response(s)
+                    bodies.append((r.status, r.body.decode()))
+            return bodies
+        finally:
+            proc.terminate()
+            proc.wait(timeout=30)
+            proc.stdout.close()
+            proc.stderr.close()
+
+    def test_index(self):
+        for args in (["--index", "a.html"], ["--index", "a.html,index.html"],
+                     ["--index", "a.html", "--index", "index.html"]):
+            with self.subTest(args=args):
+                (status, body), _ = self.serve(*args, "../site-a")
+                self.assertEqual((status, body), (200, "site-a a.html\n"))
+
+    def test_fastcgi_ext(self):
+        for args in (["--fastcgi-ext", ".php"], ["--fastcgi-ext", ".php,.phtml"]):
+            with self.subTest(args=args):
+                (status, body), _ = self.serve(*args, "../site-a")
+                self.assertEqual((status, body), (200, "site-a index.html\n"))
+
+    def test_status_allow(self):
+        for args, allowed in ((["--status-allow", "127.0.0.1/32"], True),
+                              (["--status-allow", "10.0.0.0/8,127.0.0.0/8"], True),
+                              (["--status-allow", "10.0.0.0/8", "--status-allow", "::1"], False)):
+            with self.subTest(args=args):
+                (status, body), (status_page, _) = self.serve(*args, "../site-a")
+                self.assertEqual((status, body), (200, "site-a index.html\n"))
+                self.assertEqual(status_page, 200 if allowed else 403)
+
+    def test_two_positionals_after_a_list_option_are_refused(self):
+        # The old reading took "index.html" as a second index; now it is a
+        # second root, which is an error, not a silently different site.
+        code, out, err = run("--listen", "127.0.0.1:0", "--index", "a.html", "index.html",
+                             os.path.join(self.tmp.name, "site-a"), timeout=5)
+        self.assertEqual(code, 2, out + err)
+        self.assertEqual(len(err.splitlines()), 1, err)
 
 
 if __name__ == "__main__":

@@ -132,7 +132,7 @@ class PhpSiteTests:
         cls.fpm = phpfpm.PhpFpm(children=8, tcp=cls.TCP)
         try:
             cls.server = harness.Lepus(["--fastcgi", cls.fpm.address, "--threads", "2",
-                                        "--index", "index.php", "index.html"])
+                                        "--index", "index.php,index.html"])
         except Exception:
             cls.fpm.cleanup()
             raise

@@ -23,7 +23,7 @@ class StaticOptions(unittest.TestCase):
             server.stop(self)
 
     def test_index_list_in_order(self):
-        server = Lepus(["--index", "home.htm", "index.html"])
+        server = Lepus(["--index", "home.htm,index.html"])
         try:
             server.write("a/index.html", "index")
             server.write("b/home.htm", "home")

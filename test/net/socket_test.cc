@@ -36,6 +36,67 @@ TEST(ParseListenAddress, Forms) {
         EXPECT_FALSE(parse_listen_address(bad).has_value()) << bad;
 }
 
+TEST(ParseListen, BarePortMeansBothFamilies) {
+    for (const char* text : {"8080", ":8080", "*:8080"}) {
+        auto listen = parse_listen(text);
+        ASSERT_TRUE(listen.has_value()) << text;
+        EXPECT_TRUE(listen->dual_stack) << text;
+        EXPECT_EQ(listen->address.to_string(), "[::]:8080") << text;
+    }
+    // An explicit address keeps its one family.
+    EXPECT_FALSE(parse_listen("0.0.0.0:80")->dual_stack);
+    EXPECT_FALSE(parse_listen("[::]:80")->dual_stack);
+    EXPECT_EQ(parse_listen("[::]:80")->address.to_string(), "[::]:80");
+}
+
+TEST(ParseListen, UnixSockets) {
+    EXPECT_EQ(parse_listen("unix:/run/lepus.sock")->unix_path, "/run/lepus.sock");
+    for (const char* bad : {"unix:", "unix:relative.sock"})
+        EXPECT_FALSE(parse_listen(bad).has_value()) << bad;
+    EXPECT_FALSE(parse_listen("unix:/" + std::string(200, 'x')).has_value()); // sun_path is 108
+}
+
+TEST(OpenListener, DualStackServesIpv4AndIpv6Clients) {
+    std::string error;
+    UniqueFd listener = open_listener(*parse_listen("0"), {}, error);
+    ASSERT_TRUE(listener) << error;
+    SocketAddress bound = local_address(listener.get());
+    if (bound.storage.any.sa_family != AF_INET6) GTEST_SKIP() << "no IPv6 on this host";
+    for (const char* client : {"127.0.0.1", "::1"}) {
+        UniqueFd fd(::socket(client[0] == ':' ? AF_INET6 : AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+        SocketAddress to = *parse_listen_address(std::string(client[0] == ':' ? "[::1]" : client) +
+                                                 ":" + std::to_string(bound.port()));
+        EXPECT_EQ(::connect(fd.get(), &to.storage.any, to.length), 0) << client;
+    }
+}
+
+TEST(OpenListener, UnixSocketReplacesAStaleFileAndRefusesALiveOne) {
+    char directory[] = "/tmp/lepus-socket-XXXXXX";
+    ASSERT_NE(mkdtemp(directory), nullptr);
+    ListenAddress address = *parse_listen(std::string("unix:") + directory + "/lepus.sock");
+    std::string error;
+    {
+        UniqueFd first = open_listener(address, {}, error);
+        ASSERT_TRUE(first) << error;
+        UniqueFd second = open_listener(address, {}, error);
+        EXPECT_FALSE(second); // someone accepts there
+        EXPECT_NE(error.find("in use"), std::string::npos) << error;
+    }
+    error.clear();
+    UniqueFd again = open_listener(address, {}, error); // the file stayed, nobody listens
+    EXPECT_TRUE(again) << error;
+    remove_unix_listener(address);
+    EXPECT_NE(::access(address.unix_path.c_str(), F_OK), 0);
+    ::rmdir(directory);
+}
+
+TEST(WithoutV4Mapping, UnmapsOnlyMappedAddresses) {
+    SocketAddress mapped = *parse_listen_address("[::ffff:192.0.2.1]:80");
+    EXPECT_EQ(without_v4_mapping(mapped).to_string(), "192.0.2.1:80");
+    SocketAddress v6 = *parse_listen_address("[2001:db8::1]:80");
+    EXPECT_EQ(without_v4_mapping(v6).to_string(), "[2001:db8::1]:80");
+}
+
 } // namespace
 } // namespace lepus
 
