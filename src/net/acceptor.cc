@@ -156,7 +156,7 @@ void Acceptor::take_connection(AcceptedSocket& socket, int listener) {
     socket.tls =
         std::find(tls_listeners_.begin(), tls_listeners_.end(), listener) != tls_listeners_.end();
     if (!admission_.admit(socket)) return;
-    if (!dispatch(socket)) admission_.refuse_admitted(socket.fd);
+    if (!dispatch(socket)) admission_.refuse_admitted(socket.fd, socket.tls);
 }
 
 bool Acceptor::is_listener(int fd) const {

@@ -91,6 +91,8 @@ public:
     // Makes a fresh key the current one when the last rotation is older than
     // kRotationMs (or there are no keys yet). Main thread; true if it rotated.
     bool rotate_if_due(uint64_t now_ms);
+    // Whether TLS is in use: a context was built, so there are keys to rotate.
+    bool active() const { return current_.load(std::memory_order_relaxed) != nullptr; }
     // The callback for SSL_CTX_set_tlsext_ticket_key_evp_cb.
     static int on_ticket(SSL* ssl, unsigned char* name, unsigned char* iv, EVP_CIPHER_CTX* cipher,
                          EVP_MAC_CTX* mac, int encrypt);

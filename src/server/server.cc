@@ -280,16 +280,15 @@ void Server::State::start_threads() {
 void Server::State::wait_for_signals() {
     sigset_t signals = server_signals();
     bool stopping = false;
-    // With TLS the loop also wakes once a minute to rotate the ticket keys.
-    bool tls = uses_tls(options);
+    // With TLS (from the start or since a reload) the loop also wakes once a
+    // minute to rotate the ticket keys.
+    TicketKeyring& tickets = TicketKeyring::process();
     for (;;) {
         timespec tick{0, 100 * 1000 * 1000};
         timespec minute{60, 0};
-        int signal_number = sigtimedwait(&signals, nullptr,
-                                         stopping ? &tick
-                                         : tls    ? &minute
-                                                  : nullptr);
-        if (tls && TicketKeyring::process().rotate_if_due(monotonic_ms()))
+        timespec* timeout = stopping ? &tick : tickets.active() ? &minute : nullptr;
+        int signal_number = sigtimedwait(&signals, nullptr, timeout);
+        if (tickets.active() && tickets.rotate_if_due(monotonic_ms()))
             log_info("TLS session ticket keys rotated");
         if (stopping && running.load() == 0) return;
         if (signal_number == SIGUSR1) {

@@ -451,6 +451,60 @@ class TlsReloadTests(unittest.TestCase):
         self.assertEqual(self.serial(), old_serial)
 
 
+class TlsListenerTests(unittest.TestCase):
+    """TLS on a reactor's own listeners (--accept reuseport), and an https://
+    listener added by a reload."""
+
+    @classmethod
+    def setUpClass(cls):
+        require_tools()
+        cls.pki = TestPki()
+        cls.cert, cls.key = cls.pki.leaf("a.test", "ec")
+        cls.context = ssl.create_default_context(cafile=cls.pki.ca)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.pki.cleanup()
+
+    def fetch(self, port):
+        raw = socket.create_connection(("127.0.0.1", port), timeout=10)
+        with self.context.wrap_socket(raw, server_hostname="a.test") as s:
+            s.sendall(b"GET /who.txt HTTP/1.1\r\nHost: a.test\r\nConnection: close\r\n\r\n")
+            return harness.read_response(s).body
+
+    def test_reuseport_listeners_speak_tls(self):
+        server = start_tls_server(["--accept", "reuseport", "--threads", "2", "--tls-cert",
+                                   self.cert, "--tls-key", self.key])
+        try:
+            server.write("who.txt", "reuseport\n")
+            for _ in range(4):
+                self.assertEqual(self.fetch(server.tls_port), b"reuseport\n")
+            self.assertEqual(server.get("/who.txt").body, b"reuseport\n")
+        finally:
+            server.stop(self)
+
+    def test_reload_adds_an_https_listener(self):
+        plain, port = phpfpm.free_port(), phpfpm.free_port()
+        config = self.pki.path("reload.toml")
+        keys = 'tls_cert = ["%s"]\ntls_key = ["%s"]\n' % (self.cert, self.key)
+        with open(config, "w") as f:
+            f.write(keys + 'listen = ["127.0.0.1:%d"]\n' % plain)
+        server = harness.Lepus(["--config", config], listen=None)
+        try:
+            server.write("who.txt", "added\n")
+            with open(config, "w") as f:
+                f.write(keys + 'listen = ["127.0.0.1:%d", "https://127.0.0.1:%d"]\n'
+                        % (plain, port))
+            server.proc.send_signal(signal.SIGHUP)
+            deadline = time.time() + 10
+            while "listening on https://" not in server.error_log_text() and \
+                    time.time() < deadline:
+                time.sleep(0.05)
+            self.assertEqual(self.fetch(port), b"added\n")
+        finally:
+            server.stop(self)
+
+
 class TlsPhpTests(unittest.TestCase):
     """Scripts behind a TLS listener see HTTPS=on and the listener's port."""
 
