@@ -77,6 +77,27 @@ int select_alpn(SSL*, const unsigned char** out, unsigned char* out_length,
     return SSL_TLSEXT_ERR_OK;
 }
 
+// TLS 1.2 keeps the server's cipher order (its list puts AES-GCM with ECDSA
+// first, as Mozilla's "intermediate"); a client that will speak TLS 1.3
+// chooses among the 1.3 suites itself, all of them strong, so one without AES
+// hardware can take ChaCha20. OpenSSL has one switch for both versions, so it
+// is cleared per connection here, before versions and ciphers are chosen.
+int prefer_client_order_for_tls13(SSL* ssl, int* alert, void* max_version) {
+    if (reinterpret_cast<intptr_t>(max_version) < TLS1_3_VERSION) return SSL_CLIENT_HELLO_SUCCESS;
+    const unsigned char* data = nullptr;
+    size_t length = 0;
+    // supported_versions (RFC 8446 §4.2.1): a length byte, then 2-byte versions.
+    if (SSL_client_hello_get0_ext(ssl, TLSEXT_TYPE_supported_versions, &data, &length) != 1 ||
+        length < 1)
+        return SSL_CLIENT_HELLO_SUCCESS;
+    for (size_t i = 1; i + 1 < length && i + 1 <= data[0]; i += 2)
+        if (data[i] == 0x03 && data[i + 1] == 0x04) {
+            SSL_clear_options(ssl, SSL_OP_CIPHER_SERVER_PREFERENCE);
+            break;
+        }
+    return SSL_CLIENT_HELLO_SUCCESS;
+}
+
 // The per-site contexts of a default context, by server name.
 struct SniTable {
     std::unordered_map<std::string, SSL_CTX*> exact;
@@ -139,8 +160,9 @@ SSL_CTX* make_context(const TlsSettings& settings, std::string& error) {
     // No renegotiation (a DoS lever, gone in 1.3); an EOF without close_notify
     // is a normal end for HTTP/1.1 clients, not an error (RFC 9112 §9.8).
     SSL_CTX_set_options(context, SSL_OP_NO_RENEGOTIATION | SSL_OP_IGNORE_UNEXPECTED_EOF |
-                                     SSL_OP_NO_COMPRESSION);
-    SSL_CTX_clear_options(context, SSL_OP_CIPHER_SERVER_PREFERENCE);
+                                     SSL_OP_NO_COMPRESSION | SSL_OP_CIPHER_SERVER_PREFERENCE);
+    SSL_CTX_set_client_hello_cb(context, prefer_client_order_for_tls13,
+                                reinterpret_cast<void*>(intptr_t(max_version)));
     // RELEASE_BUFFERS: an idle connection gives its 34 KiB of record buffers
     // back. ACCEPT_MOVING_WRITE_BUFFER: a write retried after WANT_WRITE may
     // come from another buffer (the transport's scratch space).

@@ -2,14 +2,13 @@
 // is made from.
 //
 // build_tls_context() turns TlsSettings into one immutable SSL_CTX: TLS 1.2
-// and 1.3 only by default, ECDHE + AEAD ciphers for 1.2, the client's cipher
-// order (no server preference, as Mozilla's "intermediate" profile: every
-// suite on the list is strong, and clients without AES hardware pick
-// ChaCha20), ALPN "http/1.1", tickets for resumption, RSA and ECDSA
-// certificates side by side. Per-site certificates live in their own SSL_CTXs,
-// chosen by SNI in the servername callback; they are owned by the default
-// context (its ex_data), so a connection that holds the default context keeps
-// the whole set alive, and a reload simply publishes a new default context.
+// and 1.3 only by default, ECDHE + AEAD ciphers for 1.2 in the server's
+// order, the client's order for 1.3 (every 1.3 suite is strong, and a client
+// without AES hardware picks ChaCha20), ALPN "http/1.1", tickets for
+// resumption, RSA and ECDSA certificates side by side. Per-site certificates live in their own
+// SSL_CTXs, chosen by SNI in the servername callback; they are owned by the default context (its
+// ex_data), so a connection that holds the default context keeps the whole set alive, and a reload
+// simply publishes a new default context.
 //
 // Session tickets are encrypted with keys shared by every context and reactor
 // (TicketKeyring): the key set is immutable and swapped with one atomic store

@@ -213,6 +213,15 @@ class TlsTests(unittest.TestCase):
         self.assertIn("Server public key is 2048 bit", rsa)
         self.assertIn("Server public key is 256 bit", ecdsa)
 
+    def test_server_cipher_order_for_1_2_client_order_for_1_3(self):
+        out12 = s_client(self.server.tls_port, "-tls1_2", "-cipher",
+                         "ECDHE-ECDSA-CHACHA20-POLY1305:ECDHE-ECDSA-AES128-GCM-SHA256").stdout
+        self.assertRegex(out12, r"Cipher\s*: ECDHE-ECDSA-AES128-GCM-SHA256")
+        # OpenSSL's own 1.3 order puts ChaCha20 before AES-128: the client's wins.
+        out13 = s_client(self.server.tls_port, "-tls1_3", "-ciphersuites",
+                         "TLS_AES_128_GCM_SHA256:TLS_CHACHA20_POLY1305_SHA256").stdout
+        self.assertIn("Cipher is TLS_AES_128_GCM_SHA256", out13)
+
     def test_alpn_advertises_http_1_1(self):
         out = s_client(self.server.tls_port, "-alpn", "h2,http/1.1").stdout
         self.assertIn("ALPN protocol: http/1.1", out)
