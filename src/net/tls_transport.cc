@@ -81,6 +81,8 @@ ssize_t TlsTransport::handshake() {
         handshake_done_ = true;
         TlsCounters::bump(counters_.handshakes);
         if (SSL_session_reused(ssl_)) TlsCounters::bump(counters_.resumed);
+        if (protocol_out_) *protocol_out_ = protocol();
+        if (cipher_out_) *cipher_out_ = cipher();
         return 1;
     }
     int error = SSL_get_error(ssl_, result);

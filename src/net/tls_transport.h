@@ -71,6 +71,13 @@ public:
     std::string_view protocol() const;
     std::string_view cipher() const;
     bool handshake_done() const { return handshake_done_; }
+    // When the handshake completes, protocol() and cipher() are also stored
+    // here (e.g. the connection's CGI SSL_PROTOCOL and SSL_CIPHER), before the
+    // first request is read. Both must outlive the transport.
+    void publish_session_to(std::string_view* protocol, std::string_view* cipher) {
+        protocol_out_ = protocol;
+        cipher_out_ = cipher;
+    }
 
     // The most plaintext bytes per record (RFC 8446 §5.1).
     static constexpr size_t kRecordSize = 16384;
@@ -92,6 +99,8 @@ private:
     SSL* ssl_ = nullptr;
     const SocketAddress& peer_;
     TlsCounters& counters_;
+    std::string_view* protocol_out_ = nullptr;
+    std::string_view* cipher_out_ = nullptr;
     size_t pending_ = 0; // bytes of a record SSL_write must be called for again
     bool handshake_done_ = false;
     bool want_write_ = false;

@@ -110,7 +110,11 @@ protected:
 };
 
 TEST_F(TlsTransportTest, HandshakeThenShortReadMeansDrained) {
+    std::string_view protocol, cipher;
+    server_->publish_session_to(&protocol, &cipher);
     handshake();
+    EXPECT_EQ(protocol, "TLSv1.3");
+    EXPECT_EQ(cipher, server_->cipher());
     EXPECT_EQ(counters_.handshakes.load(), 1u);
     // Three records: read() must return all of them in one call.
     for (const char* part : {"GET / HTTP/1.1\r\n", "Host: x\r\n", "\r\n"})
