@@ -53,7 +53,7 @@ struct SiteConfig {
     std::vector<HeaderRule> headers;
     std::vector<Redirect> redirects;
     std::vector<SiteTls> tls; // chosen by SNI among the server_names
-    std::string origin; // "lepus.toml:12:1", for messages
+    std::string origin;       // "lepus.toml:12:1", for messages
 };
 
 struct ConfigFile {
