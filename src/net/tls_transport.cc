@@ -211,6 +211,7 @@ ssize_t TlsTransport::writev(const iovec* iov, int count, bool more) {
             for (int i = index; i < count && filled < kRecordSize; ++i) {
                 size_t skip = i == index ? offset : 0;
                 size_t take = std::min(iov[i].iov_len - skip, kRecordSize - filled);
+                if (take == 0) continue; // an empty piece may have no base at all
                 std::memcpy(record + filled, static_cast<const char*>(iov[i].iov_base) + skip,
                             take);
                 filled += take;

@@ -170,6 +170,15 @@ TEST_F(TlsTransportTest, WritesThatMeetAFullSocketResumeWithTheSameBytes) {
     EXPECT_TRUE(received == expected);
 }
 
+TEST_F(TlsTransportTest, EmptyPiecesWithoutABaseAreSkipped) {
+    handshake();
+    // The engine's head of a file response: the head, then an empty memory body.
+    std::string head = "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\n";
+    iovec iov[3] = {{nullptr, 0}, {head.data(), head.size()}, {nullptr, 0}};
+    ASSERT_EQ(server_->writev(iov, 3, true), ssize_t(head.size()));
+    EXPECT_EQ(client_read_all(head.size()), head);
+}
+
 TEST_F(TlsTransportTest, SendFileGoesOutAsRecords) {
     handshake();
     std::string path = certificate_.dir + "/file.bin";
