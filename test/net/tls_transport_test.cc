@@ -170,6 +170,54 @@ TEST_F(TlsTransportTest, WritesThatMeetAFullSocketResumeWithTheSameBytes) {
     EXPECT_TRUE(received == expected);
 }
 
+TEST_F(TlsTransportTest, AHandshakeThatMeetsAFullSocketWantsWrite) {
+    // A certificate "chain" of 40 copies makes the server's first flight
+    // larger than the smallest send buffer the kernel allows.
+    std::string chain = certificate_.dir + "/chain.pem";
+    {
+        FILE* in = fopen(certificate_.cert.c_str(), "r");
+        std::string pem(4096, '\0');
+        pem.resize(fread(pem.data(), 1, pem.size(), in));
+        fclose(in);
+        FILE* out = fopen(chain.c_str(), "w");
+        for (int i = 0; i < 40; ++i)
+            fwrite(pem.data(), 1, pem.size(), out);
+        fclose(out);
+    }
+    std::string error;
+    TlsSettings settings;
+    settings.default_certificates.push_back({chain, certificate_.key});
+    SslContextRef big = build_tls_context(settings, error);
+    ASSERT_TRUE(big) << error;
+    int fds[2];
+    ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, fds), 0);
+    int tiny = 1;
+    setsockopt(fds[1], SOL_SOCKET, SO_SNDBUF, &tiny, sizeof tiny);
+    UniqueFd client_fd(fds[0]);
+    TlsTransport server(UniqueFd(fds[1]), big.get(), peer_, counters_);
+    SSL* client = SSL_new(client_context_);
+    SSL_set_fd(client, client_fd.get());
+    SSL_set_connect_state(client);
+    bool wanted_write = false, client_done = false;
+    char byte;
+    for (int round = 0; round < 1000 && !(server.handshake_done() && client_done); ++round) {
+        // The client only reads when the server says it is stuck on writing,
+        // as the reactor would only drive it on the EPOLLOUT edge.
+        if (round == 0 || server.wants_write() || server.handshake_done())
+            client_done = SSL_do_handshake(client) == 1 || client_done;
+        ssize_t n = server.read(&byte, 1);
+        ASSERT_TRUE(n == kIoAgain || n == 1) << n;
+        wanted_write = wanted_write || server.wants_write();
+        if (!server.wants_write() && !server.handshake_done())
+            client_done = SSL_do_handshake(client) == 1 || client_done;
+    }
+    SSL_free(client);
+    unlink(chain.c_str());
+    EXPECT_TRUE(wanted_write) << "the send buffer never filled: the test tested nothing";
+    EXPECT_TRUE(server.handshake_done());
+    EXPECT_TRUE(client_done);
+}
+
 TEST_F(TlsTransportTest, EmptyPiecesWithoutABaseAreSkipped) {
     handshake();
     // The engine's head of a file response: the head, then an empty memory body.
