@@ -144,7 +144,11 @@ void append_cgi_params(ParamsWriter& writer, const CgiContext& context) {
     writer.add("DOCUMENT_ROOT", context.document_root);
     writer.add("SERVER_PROTOCOL", request.version_minor == 0 ? "HTTP/1.0" : "HTTP/1.1");
     writer.add("REQUEST_SCHEME", context.https ? "https" : "http");
-    if (context.https) writer.add("HTTPS", "on");
+    if (context.https) {
+        writer.add("HTTPS", "on");
+        if (!context.ssl_protocol.empty()) writer.add("SSL_PROTOCOL", context.ssl_protocol);
+        if (!context.ssl_cipher.empty()) writer.add("SSL_CIPHER", context.ssl_cipher);
+    }
     writer.add("GATEWAY_INTERFACE", "CGI/1.1");
     writer.add("SERVER_SOFTWARE", server_software());
     char address_text[INET6_ADDRSTRLEN];

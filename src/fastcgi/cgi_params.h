@@ -29,7 +29,11 @@ struct CgiContext {
     // CONTENT_LENGTH: the body length when known up front (for a chunked body only
     // once it has been buffered); nullopt sends an empty CONTENT_LENGTH as nginx does.
     std::optional<uint64_t> content_length;
-    bool https = false; // HTTPS=on and REQUEST_SCHEME=https (no TLS yet: always false)
+    bool https = false; // HTTPS=on and REQUEST_SCHEME=https
+    // With https, as Apache's mod_ssl names them: SSL_PROTOCOL ("TLSv1.3")
+    // and SSL_CIPHER ("TLS_AES_128_GCM_SHA256"); left out when empty.
+    std::string_view ssl_protocol = {};
+    std::string_view ssl_cipher = {};
 };
 
 // "lepus/0.1.0": SERVER_SOFTWARE.

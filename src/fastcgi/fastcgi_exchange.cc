@@ -121,7 +121,9 @@ void FastCgiExchange::send_request(UpstreamConnection& upstream) {
                        .local = connection.local(),
                        .server_name = server_name_,
                        .content_length = length,
-                       .https = connection.secure};
+                       .https = connection.secure,
+                       .ssl_protocol = connection.tls_protocol,
+                       .ssl_cipher = connection.tls_cipher};
     ParamsWriter& params = upstream.begin_request(script_name_);
     append_cgi_params(params, context);
     params.finish();

@@ -45,6 +45,8 @@ struct ConnectionInfo {
     SocketAddress socket_peer;
     int fd = -1;         // for getsockname, once, when a handler asks
     bool secure = false; // TLS: HTTPS=on for scripts
+    // After the TLS handshake: OpenSSL's static names, for SSL_PROTOCOL and SSL_CIPHER.
+    std::string_view tls_protocol, tls_cipher;
 
     // The local address the client connected to (SERVER_ADDR, SERVER_PORT).
     const SocketAddress& local();

@@ -124,8 +124,9 @@ public:
     void on_peer_shutdown() { readable_ = peer_shut_ = true; } // EPOLLRDHUP: read until 0
     // Resumed after a Yield: a new pass budget.
     void on_resume() { readable_ = true; }
-    // Whether an EPOLLOUT edge alone is worth a drive(): output is waiting.
-    bool waits_for_write() const { return write_blocked_; }
+    // Whether an EPOLLOUT edge alone is worth a drive(): output is waiting,
+    // or the transport's own exchange (a TLS handshake) is.
+    bool waits_for_write() const { return write_blocked_ || transport_.wants_write(); }
 
     // Runs the connection until it must wait.
     Next drive();

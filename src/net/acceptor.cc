@@ -3,6 +3,7 @@
 #include "base/clock.h"
 #include "log/error_log.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <fcntl.h>
@@ -25,12 +26,12 @@ UniqueFd open_reserve_fd() {
 
 } // namespace
 
-Acceptor::Acceptor(std::vector<UniqueFd> listeners, std::span<Reactor* const> reactors,
-                   std::span<ReactorLoad> loads, std::atomic<int64_t>& live_total,
-                   const AcceptorOptions& options)
-    : listeners_(std::move(listeners)), reactors_(reactors.begin(), reactors.end()),
-      woken_(reactors_.size(), false), balancer_(loads),
-      admission_(live_total, options.max_connections), options_(options) {}
+Acceptor::Acceptor(std::vector<UniqueFd> listeners, std::vector<int> tls_listeners,
+                   std::span<Reactor* const> reactors, std::span<ReactorLoad> loads,
+                   std::atomic<int64_t>& live_total, const AcceptorOptions& options)
+    : listeners_(std::move(listeners)), tls_listeners_(std::move(tls_listeners)),
+      reactors_(reactors.begin(), reactors.end()), woken_(reactors_.size(), false),
+      balancer_(loads), admission_(live_total, options.max_connections), options_(options) {}
 
 bool Acceptor::init(std::string& error) {
     wake_fd_.reset(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
@@ -60,12 +61,14 @@ void Acceptor::request_stop() {
     [[maybe_unused]] ssize_t n = write(wake_fd_.get(), &one, sizeof one);
 }
 
-void Acceptor::change_listeners(std::vector<UniqueFd> added, std::vector<int> removed) {
+void Acceptor::change_listeners(std::vector<UniqueFd> added, std::vector<int> removed,
+                                std::vector<int> added_tls) {
     {
         std::lock_guard lock(changes_mutex_);
         for (UniqueFd& fd : added)
             changes_.added.push_back(std::move(fd));
         changes_.removed.insert(changes_.removed.end(), removed.begin(), removed.end());
+        changes_.added_tls.insert(changes_.added_tls.end(), added_tls.begin(), added_tls.end());
     }
     uint64_t one = 1;
     [[maybe_unused]] ssize_t n = write(wake_fd_.get(), &one, sizeof one);
@@ -78,8 +81,15 @@ Acceptor::ListenerChange Acceptor::take_changes() {
     return std::exchange(changes_, {});
 }
 
+void Acceptor::note_tls_listeners(const ListenerChange& change) {
+    for (int fd : change.removed)
+        std::erase(tls_listeners_, fd);
+    tls_listeners_.insert(tls_listeners_.end(), change.added_tls.begin(), change.added_tls.end());
+}
+
 void Acceptor::apply_changes_epoll() {
     ListenerChange change = take_changes();
+    note_tls_listeners(change);
     for (int fd : change.removed)
         std::erase_if(listeners_, [fd](const UniqueFd& listener) { return listener.get() == fd; });
     for (UniqueFd& fd : change.added) {
@@ -142,9 +152,11 @@ bool Acceptor::dispatch(const AcceptedSocket& socket) {
     return false;
 }
 
-void Acceptor::take_connection(AcceptedSocket& socket) {
+void Acceptor::take_connection(AcceptedSocket& socket, int listener) {
+    socket.tls =
+        std::find(tls_listeners_.begin(), tls_listeners_.end(), listener) != tls_listeners_.end();
     if (!admission_.admit(socket)) return;
-    if (!dispatch(socket)) admission_.refuse_admitted(socket.fd);
+    if (!dispatch(socket)) admission_.refuse_admitted(socket.fd, socket.tls);
 }
 
 bool Acceptor::is_listener(int fd) const {
@@ -173,7 +185,7 @@ void Acceptor::accept_ready(int listener) {
             }
             break;
         }
-        take_connection(socket);
+        take_connection(socket, listener);
     }
     wake_reactors();
 }

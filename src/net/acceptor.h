@@ -36,9 +36,10 @@ struct AcceptorOptions {
 
 class Acceptor {
 public:
-    Acceptor(std::vector<UniqueFd> listeners, std::span<Reactor* const> reactors,
-             std::span<ReactorLoad> loads, std::atomic<int64_t>& live_total,
-             const AcceptorOptions& options);
+    // `tls_listeners`: the fds among `listeners` whose connections speak TLS.
+    Acceptor(std::vector<UniqueFd> listeners, std::vector<int> tls_listeners,
+             std::span<Reactor* const> reactors, std::span<ReactorLoad> loads,
+             std::atomic<int64_t>& live_total, const AcceptorOptions& options);
 
     bool init(std::string& error);
     // Accepts until request_stop(); closes the listening sockets before returning.
@@ -46,8 +47,10 @@ public:
     // Any thread.
     void request_stop();
     // Any thread: start accepting on `added` and close the listeners whose fds
-    // are in `removed` (the fds given at construction or in an earlier call).
-    void change_listeners(std::vector<UniqueFd> added, std::vector<int> removed);
+    // are in `removed` (the fds given at construction or in an earlier call);
+    // `added_tls`: the fds among `added` that are TLS listeners.
+    void change_listeners(std::vector<UniqueFd> added, std::vector<int> removed,
+                          std::vector<int> added_tls = {});
 
     uint64_t accepted() const { return admission_.accepted(); }
     uint64_t refused() const { return admission_.refused(); }
@@ -56,6 +59,7 @@ private:
     struct ListenerChange {
         std::vector<UniqueFd> added;
         std::vector<int> removed;
+        std::vector<int> added_tls;
     };
 
     struct UringLoop; // acceptor_uring.cc
@@ -65,11 +69,13 @@ private:
     ListenerChange take_changes();
     void apply_changes_epoll();
     // Both loops: what happens to a freshly accepted socket.
-    void take_connection(AcceptedSocket& socket);
+    void take_connection(AcceptedSocket& socket, int listener);
     // Accepts one pending connection on the reserve fd and closes it, so the
     // client hears a close instead of waiting in the backlog; logs once a second.
     void shed_one(int listener, int error);
     bool is_listener(int fd) const;
+    // Applies a change's TLS marks (acceptor thread).
+    void note_tls_listeners(const ListenerChange& change);
     // Wakes the reactors that were handed sockets since the last call.
     void wake_reactors();
     void accept_ready(int listener);
@@ -78,6 +84,7 @@ private:
     void resume_listeners();
 
     std::vector<UniqueFd> listeners_;
+    std::vector<int> tls_listeners_; // a few fds: a linear search per accept is cheapest
     std::vector<Reactor*> reactors_;
     std::vector<bool> woken_; // reactors handed a socket since the last wake_reactors()
     Balancer balancer_;

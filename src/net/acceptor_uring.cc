@@ -134,6 +134,7 @@ bool Acceptor::UringLoop::on_completion(const io_uring_cqe& cqe) {
 bool Acceptor::UringLoop::on_wake(bool ended) {
     if (acceptor.stop_requested_.load()) return false;
     ListenerChange change = acceptor.take_changes();
+    acceptor.note_tls_listeners(change);
     std::vector<UniqueFd>& listeners = acceptor.listeners_;
     for (int fd : change.removed) {
         auto it = std::find_if(listeners.begin(), listeners.end(),
@@ -164,7 +165,7 @@ void Acceptor::UringLoop::on_accept(int listener, int result, bool ended) {
         socket.peer.length = sizeof socket.peer.storage;
         if (getpeername(result, &socket.peer.storage.any, &socket.peer.length) != 0)
             socket.peer.length = 0;
-        acceptor.take_connection(socket);
+        acceptor.take_connection(socket, listener);
         if (ended && !acceptor.paused_ && acceptor.is_listener(listener)) arm(listener);
     } else if (result == -EMFILE || result == -ENFILE) {
         acceptor.shed_one(listener, -result);

@@ -21,18 +21,18 @@ public:
     Admission(std::atomic<int64_t>& live_total, int64_t max_connections)
         : live_total_(live_total), max_connections_(max_connections) {}
 
-    // Counts `socket` as live. Over the limit: answers 503 with Retry-After,
-    // closes it and returns false. (Its options, TCP_NODELAY, are inherited
-    // from the listener.)
+    // Counts `socket` as live. Over the limit: answers 503 with Retry-After
+    // (a TLS socket: nothing, it could not read it), closes it and returns
+    // false. (Its options, TCP_NODELAY, are inherited from the listener.)
     bool admit(AcceptedSocket& socket);
     // An admitted socket that no reactor could take: uncounted, answered 503, closed.
-    void refuse_admitted(int fd);
+    void refuse_admitted(int fd, bool tls);
 
     uint64_t accepted() const { return accepted_.load(std::memory_order_relaxed); }
     uint64_t refused() const { return refused_.load(std::memory_order_relaxed); }
 
 private:
-    void refuse(int fd);
+    void refuse(int fd, bool tls);
 
     std::atomic<int64_t>& live_total_;
     int64_t max_connections_;

@@ -34,6 +34,7 @@ namespace lepus {
 struct AcceptedSocket {
     int fd = -1;
     SocketAddress peer;
+    bool tls = false; // came in on a TLS (https://) listener
 };
 
 // Something registered in a reactor: a client connection or a backend socket.

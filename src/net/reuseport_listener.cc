@@ -10,6 +10,7 @@ namespace lepus {
 void ReusePortListener::on_events(uint32_t) {
     for (;;) {
         AcceptedSocket socket;
+        socket.tls = tls_;
         if (!accept_one(fd_.get(), socket)) {
             // On EMFILE the backlog waits for the next edge; nothing spins.
             if (errno != EAGAIN) log_error("accept: %s", strerror(errno));

@@ -17,9 +17,11 @@ namespace lepus {
 
 class ReusePortListener final : public EventHandler {
 public:
+    // `tls`: the connections it accepts speak TLS (an https:// listener).
     ReusePortListener(Reactor& reactor, UniqueFd fd, std::atomic<int64_t>& live_total,
-                      int64_t max_connections)
-        : reactor_(reactor), fd_(std::move(fd)), admission_(live_total, max_connections) {}
+                      int64_t max_connections, bool tls = false)
+        : reactor_(reactor), fd_(std::move(fd)), admission_(live_total, max_connections),
+          tls_(tls) {}
 
     // Registers the listener with its reactor (reactor thread, or before it runs).
     bool start() { return reactor_.add(fd_.get(), this, EPOLLIN, false); }
@@ -32,6 +34,7 @@ private:
     Reactor& reactor_;
     UniqueFd fd_;
     Admission admission_;
+    bool tls_;
 };
 
 } // namespace lepus

@@ -50,6 +50,10 @@ public:
     virtual bool peer_left() = 0;
     // The socket, for the poller and for getsockname.
     virtual int fd() const = 0;
+    // True when the transport itself waits for the socket to take bytes (a
+    // TLS handshake or an SSL_read that needs to write): an EPOLLOUT edge
+    // alone must then drive the connection.
+    virtual bool wants_write() const { return false; }
 };
 
 // A TCP (or Unix) socket as it is: read, sendmsg, sendfile.

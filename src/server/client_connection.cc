@@ -1,6 +1,7 @@
 #include "server/client_connection.h"
 
 #include "log/error_log.h"
+#include "net/tls_context.h"
 #include "server/worker.h"
 
 #include <cerrno>
@@ -30,10 +31,26 @@ void ClientConnection::open(Worker& worker, const AcceptedSocket& socket) {
 }
 
 ClientConnection::ClientConnection(Worker& worker, const AcceptedSocket& socket)
-    : reactor_(worker.reactor()), transport_(UniqueFd(socket.fd)),
-      info_(without_v4_mapping(socket.peer), socket.fd),
+    : reactor_(worker.reactor()), info_(without_v4_mapping(socket.peer), socket.fd),
+      transports_(make_transport(socket, info_, reactor_.index())),
+      transport_(std::visit([](Transport& t) -> Transport& { return t; }, transports_)),
       engine_(worker.http1(), transport_, info_, *this), timer_(this, &ClientConnection::on_timer),
-      trusted_proxies_(worker.options().trusted_proxies) {}
+      trusted_proxies_(worker.options().trusted_proxies) {
+    info_.secure = socket.tls;
+    if (socket.tls)
+        std::get<TlsTransport>(transports_).publish_session_to(&info_.tls_protocol,
+                                                                &info_.tls_cipher);
+}
+
+ClientConnection::Transports ClientConnection::make_transport(const AcceptedSocket& socket,
+                                                              const ConnectionInfo& info,
+                                                              size_t reactor_index) {
+    if (!socket.tls) return Transports(std::in_place_type<PlainTransport>, UniqueFd(socket.fd));
+    // The context published last (start-up or SIGHUP); this connection keeps
+    // it (SSL_new takes a reference) even if a reload publishes another.
+    return Transports(std::in_place_type<TlsTransport>, UniqueFd(socket.fd),
+                      TlsContextSlot::process().current(), info.peer, tls_counters(reactor_index));
+}
 
 ProxyHeaderStatus ClientConnection::read_proxy_header() {
     char peeked[kMaxProxyHeader];
@@ -78,7 +95,10 @@ void ClientConnection::on_events(uint32_t events) {
             break;
         }
     }
-    if (events & (EPOLLIN | kResumeEvent)) engine_.on_readable();
+    // A TLS handshake (or SSL_read) that waited for the socket to take its
+    // bytes goes on through the read path.
+    if ((events & (EPOLLIN | kResumeEvent)) || ((events & EPOLLOUT) && transport_.wants_write()))
+        engine_.on_readable();
     if (events & EPOLLRDHUP) engine_.on_peer_shutdown();
     // An EPOLLOUT edge alone only matters to output that is waiting.
     if (!(events & (EPOLLIN | EPOLLRDHUP | kResumeEvent)) && !engine_.waits_for_write()) return;
@@ -161,7 +181,7 @@ void ClientConnection::close() {
     // back into its pool).
     engine_.close();
     reactor_.remove(transport_.fd());
-    transport_.close();
+    std::visit([](auto& transport) { transport.close(); }, transports_);
     if (!in_drive_) delete this;
 }
 

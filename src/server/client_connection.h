@@ -1,6 +1,7 @@
 // ClientConnection: one accepted client socket on one reactor, from accept to
 // close. It owns the three layers of the connection, bottom up: the
-// Transport (plain TCP), the protocol engine (HTTP/1.1), and, through the
+// Transport (plain TCP, or TLS for a socket from an https:// listener), the
+// protocol engine (HTTP/1.1), and, through the
 // worker's Router, the handlers. Its own job is the glue to the reactor:
 // events in, the one timer for whatever the engine waits on, the yield to
 // other connections, and deleting itself when the connection closes. With
@@ -13,7 +14,10 @@
 #include "net/proxy_protocol.h"
 #include "net/reactor.h"
 #include "net/timer_wheel.h"
+#include "net/tls_transport.h"
 #include "net/transport.h"
+
+#include <variant>
 
 namespace lepus {
 
@@ -44,9 +48,16 @@ private:
     void close();
     static void on_timer(TimerEntry& entry);
 
+    // One of the two transports lives in place (no allocation per
+    // connection); the engine only sees the Transport interface.
+    using Transports = std::variant<PlainTransport, TlsTransport>;
+    static Transports make_transport(const AcceptedSocket& socket, const ConnectionInfo& info,
+                                     size_t reactor_index);
+
     Reactor& reactor_;
-    PlainTransport transport_;
-    ConnectionInfo info_;
+    ConnectionInfo info_; // before the transport: TLS log lines name the peer
+    Transports transports_;
+    Transport& transport_;
     Http1Engine engine_;
     OwnedTimerEntry<ClientConnection> timer_;
     bool in_drive_ = false;

@@ -163,6 +163,8 @@ public:
                 header_rules(node, site);
             } else if (name == "redirects") {
                 redirects(node, site);
+            } else if (name == "tls") {
+                tls(node, site);
             } else {
                 error(node, "unknown key '" + std::string(name) + "' in [[site]]");
             }
@@ -272,6 +274,32 @@ public:
             else
                 site.redirects.push_back(redirect);
         }
+    }
+
+    // tls = { cert, key }, or [{ cert, key }, ...] for an RSA and an ECDSA pair.
+    void tls(const toml::node& node, SiteConfig& site) {
+        auto pair = [&](const toml::table& table, const toml::node& where) {
+            SiteTls tls;
+            for (auto&& [key, value] : table) {
+                std::string_view name = key.str();
+                if (name != "cert" && name != "key") {
+                    error(value, "unknown key '" + std::string(name) + "' in tls");
+                } else if (auto text = string(value, name)) {
+                    (name == "cert" ? tls.cert : tls.key) = *text;
+                }
+            }
+            if (tls.cert.empty() || tls.key.empty())
+                error(where, "tls needs both 'cert' and 'key'");
+            else
+                site.tls.push_back(tls);
+        };
+        if (const toml::table* table = node.as_table()) return pair(*table, node);
+        const toml::array* array = node.as_array();
+        if (!array || !array->is_array_of_tables())
+            return error(node,
+                         "'tls' is a table { cert = \"...\", key = \"...\" } or a list of them");
+        for (const toml::node& item : *array)
+            pair(*item.as_table(), item);
     }
 
 private:

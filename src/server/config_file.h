@@ -35,6 +35,12 @@ struct SiteFastCgi {
     std::optional<uint64_t> timeout_ms;
 };
 
+// `tls = { cert = "...", key = "..." }` in a [[site]] (or a list of them: RSA and ECDSA).
+struct SiteTls {
+    std::string cert; // PEM, the chain after the leaf
+    std::string key;
+};
+
 struct SiteConfig {
     std::vector<std::string> server_names; // "example.com", "*.example.com"
     bool is_default = false;               // `default = true`, or the first site
@@ -46,7 +52,8 @@ struct SiteConfig {
     std::map<int, std::string> error_pages; // status -> path under the root
     std::vector<HeaderRule> headers;
     std::vector<Redirect> redirects;
-    std::string origin; // "lepus.toml:12:1", for messages
+    std::vector<SiteTls> tls; // chosen by SNI among the server_names
+    std::string origin;       // "lepus.toml:12:1", for messages
 };
 
 struct ConfigFile {

@@ -5,6 +5,8 @@
 #include "log/log_level.h"
 #include "net/cidr.h"
 #include "net/socket.h"
+#include "net/tls_context.h"
+#include "net/tls_listen_scheme.h"
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
@@ -55,9 +57,9 @@ struct SizeValidator : CLI::Validator {
 struct ListenValidator : CLI::Validator {
     ListenValidator() : CLI::Validator("ADDR:PORT") {
         func_ = [](std::string& text) -> std::string {
-            return parse_listen(text)
+            return parse_listen(split_listen_scheme(text).address)
                        ? std::string()
-                       : "'" + text + "' is not ADDR:PORT, [V6]:PORT, PORT or unix:/PATH";
+                       : "'" + text + "' is not [https://]ADDR:PORT, [V6]:PORT, PORT or unix:/PATH";
         };
     }
 };
@@ -294,6 +296,19 @@ std::vector<std::string> check_start_up(const ServerOptions& options) {
     return errors;
 }
 
+// Loads and matches every certificate and key the TLS listeners would use:
+// one line naming the wrong file, or empty.
+std::string check_tls(const ServerOptions& options) {
+    if (!uses_tls(options)) return {};
+    if (options.tls_cert.size() != options.tls_key.size())
+        return "--tls-cert and --tls-key come in pairs (" +
+               std::to_string(options.tls_cert.size()) + " certificates, " +
+               std::to_string(options.tls_key.size()) + " keys)";
+    std::string error;
+    SslContextRef context = build_tls_context(tls_settings(options), error);
+    return context ? std::string() : error;
+}
+
 int usage_error(const std::string& message) {
     std::fprintf(stderr, "lepus: %s (see lepus --help)\n", message.c_str());
     return 2;
@@ -430,6 +445,20 @@ CommandLineResult parse_arguments(const std::vector<std::string>& arguments, Ser
                 return parse_cidr(cidr, error) ? std::string() : error;
             },
             "CIDR"));
+    app.add_option("--tls-cert", options.tls_cert,
+                   "Certificate (PEM, chain included) for https:// listeners (repeatable)")
+        ->expected(1) // one file per flag, so `--tls-key key.pem ROOT` keeps ROOT
+        ->allow_extra_args(false)
+        ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+    app.add_option("--tls-key", options.tls_key, "Private key (PEM) of each --tls-cert")
+        ->expected(1)
+        ->allow_extra_args(false)
+        ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+    app.add_option("--tls-protocols", options.tls_protocols,
+                   "TLS versions: TLSv1.2 and/or TLSv1.3 (both)")
+        ->capture_default_str();
+    app.add_option("--tls-ciphers", options.tls_ciphers,
+                   "TLS 1.2 cipher list, OpenSSL syntax (ECDHE with AES-GCM or ChaCha20)");
     app.add_option("--user", options.user, "Run as this user after binding (when started as root)");
     app.add_option("--group", options.group, "Run as this group after binding");
 
@@ -522,6 +551,35 @@ CommandLineResult parse_arguments(const std::vector<std::string>& arguments, Ser
 
 } // namespace
 
+TlsSettings tls_settings(const ServerOptions& options) {
+    TlsSettings settings;
+    for (size_t i = 0; i < options.tls_cert.size() && i < options.tls_key.size(); ++i)
+        settings.default_certificates.push_back({options.tls_cert[i], options.tls_key[i]});
+    const SiteConfig* fallback = nullptr;
+    for (const SiteConfig& site : options.sites) {
+        if (site.tls.empty()) continue;
+        TlsSite tls{site.server_names, {}};
+        for (const SiteTls& pair : site.tls)
+            tls.certificates.push_back({pair.cert, pair.key});
+        settings.sites.push_back(std::move(tls));
+        if (!fallback || (site.is_default && !fallback->is_default)) fallback = &site;
+    }
+    if (settings.default_certificates.empty() && fallback)
+        for (const SiteTls& pair : fallback->tls)
+            settings.default_certificates.push_back({pair.cert, pair.key});
+    settings.protocols = options.tls_protocols;
+    if (!options.tls_ciphers.empty()) settings.ciphers = options.tls_ciphers;
+    return settings;
+}
+
+bool uses_tls(const ServerOptions& options) {
+    for (const std::string& text : options.listen)
+        if (split_listen_scheme(text).tls) return true;
+    for (const SiteConfig& site : options.sites)
+        if (!site.tls.empty()) return true;
+    return !options.tls_cert.empty() || !options.tls_key.empty();
+}
+
 CommandLineResult parse_command_line(int argc, char** argv, ServerOptions& options) {
     std::vector<std::string> arguments, errors;
     std::map<std::string, std::string> origins;
@@ -541,6 +599,8 @@ CommandLineResult parse_command_line(int argc, char** argv, ServerOptions& optio
     for (const SiteConfig& site : options.sites)
         if (std::string error = check_root(site.root); !error.empty())
             return {false, (usage_error(site.origin + ": " + error), error_exit)};
+    if (std::string error = check_tls(options); !error.empty())
+        return {false, (usage_error(error), error_exit)};
     if (check_only) {
         std::vector<std::string> errors = check_start_up(options);
         for (const std::string& error : errors)

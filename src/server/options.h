@@ -60,7 +60,19 @@ struct ServerOptions {
     std::vector<std::string> real_ip_from; // CIDRs, or "unix:"
     TrustedProxies trusted_proxies;        // real_ip_from, parsed
     bool proxy_protocol = false;           // every connection starts with a PROXY header
+    // TLS for https:// listeners: the default certificate(s) (an RSA and an
+    // ECDSA pair may both be given), protocols and TLS 1.2 ciphers.
+    std::vector<std::string> tls_cert, tls_key;
+    std::string tls_protocols = "TLSv1.2 TLSv1.3";
+    std::string tls_ciphers; // empty: ECDHE + AEAD (net/tls_context.h)
 };
+
+struct TlsSettings;
+// The TLS settings of `options`: --tls-* and every [[site]]'s tls; the default
+// certificate is --tls-cert, else the default site's, else the first site's.
+TlsSettings tls_settings(const ServerOptions& options);
+// Whether TLS is in use: an https:// listener, --tls-cert or a site's tls.
+bool uses_tls(const ServerOptions& options);
 
 // What parse_command_line decided.
 struct CommandLineResult {

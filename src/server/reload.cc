@@ -2,6 +2,8 @@
 
 #include "log/error_log.h"
 #include "net/socket.h"
+#include "net/tls_context.h"
+#include "net/tls_listen_scheme.h"
 #include "server/sd_notify.h"
 #include "server/site_table.h"
 #include "server/worker.h"
@@ -29,7 +31,8 @@ struct ListenChange {
         };
         for (const std::string& text : next.listen) {
             if (listed(listening.sockets, text) || listed(opened, text)) continue;
-            UniqueFd fd = open_listener(*parse_listen(text), {next.backlog, false}, error);
+            UniqueFd fd = open_listener(*parse_listen(split_listen_scheme(text).address),
+                                        {next.backlog, false}, error);
             if (!fd) return false;
             opened.emplace_back(text, std::move(fd));
         }
@@ -42,10 +45,11 @@ struct ListenChange {
     // Hands the new sockets to the acceptor and has it close the old ones.
     void apply(Listening& listening) {
         std::vector<UniqueFd> added;
-        std::vector<int> removed;
+        std::vector<int> removed, added_tls;
         for (auto& [text, fd] : opened) {
             log_info("SIGHUP: listening on %s", text.c_str());
             listening.sockets.emplace_back(text, fd.get());
+            if (split_listen_scheme(text).tls) added_tls.push_back(fd.get());
             added.push_back(std::move(fd));
         }
         for (const std::string& text : closed) {
@@ -56,7 +60,8 @@ struct ListenChange {
             listening.sockets.erase(it);
             if (auto address = parse_listen(text)) remove_unix_listener(*address);
         }
-        listening.acceptor->change_listeners(std::move(added), std::move(removed));
+        listening.acceptor->change_listeners(std::move(added), std::move(removed),
+                                             std::move(added_tls));
     }
 };
 
@@ -75,8 +80,18 @@ void reload(int argc, char** argv, const ServerOptions& current,
     struct ReadyAgain {
         ~ReadyAgain() { notify_service_manager("READY=1"); }
     } ready_again;
-    ListenChange listen;
     std::string error;
+    // Certificates first: a renewed one that does not load (or match its
+    // key) refuses the whole reload, and the running one stays.
+    SslContextRef tls;
+    if (uses_tls(next)) {
+        tls = build_tls_context(tls_settings(next), error);
+        if (!tls) {
+            log_error("SIGHUP: %s; keeping the running configuration", error.c_str());
+            return;
+        }
+    }
+    ListenChange listen;
     if (!listening.acceptor) {
         if (next.listen != current.listen)
             log_warn("SIGHUP: listen changes take effect after a restart with --accept reuseport");
@@ -104,6 +119,8 @@ void reload(int argc, char** argv, const ServerOptions& current,
     }
     for (size_t i = 0; i < workers.size(); ++i)
         workers[i]->reload(std::move(sets[i]));
+    // New connections get the new certificates; those in flight keep theirs.
+    if (tls) TlsContextSlot::process().publish(std::move(tls));
     if (!listen.empty()) listen.apply(listening);
     site_logs.prune(); // the logs of sites gone in an earlier reload, once no request holds them
     log_info("SIGHUP: configuration reloaded (%zu sites)", next.sites.size());

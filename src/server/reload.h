@@ -28,7 +28,8 @@ struct Listening {
 // finish with the old ones): sites, roots, indexes, error pages, per-site
 // access logs (started here) and FastCGI backends (a worker keeps the warm pool
 // of a backend whose settings did not change); the acceptor opens the new
-// listen addresses and closes the dropped ones. When they are not valid, the
+// listen addresses and closes the dropped ones; new TLS connections get the
+// certificates and keys read again (those in flight keep theirs). When they are not valid, the
 // errors are logged and nothing changes. Threads, the event engine, the global
 // logs and the client timeouts need a restart.
 void reload(int argc, char** argv, const ServerOptions& current,

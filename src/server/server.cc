@@ -7,6 +7,8 @@
 #include "net/reactor.h"
 #include "net/reuseport_listener.h"
 #include "net/socket.h"
+#include "net/tls_context.h"
+#include "net/tls_listen_scheme.h"
 #include "server/reload.h"
 #include "server/sd_notify.h"
 #include "server/site_table.h"
@@ -99,6 +101,7 @@ struct Server::State {
         : options(options), argc(argc), argv(argv) {}
 
     bool open_listeners(std::string& error);
+    bool load_tls(std::string& error);
     bool make_workers(std::string& error);
     bool make_acceptor(std::string& error);
     void start_threads();
@@ -116,6 +119,7 @@ struct Server::State {
     rlim_t fd_limit = 0;
     bool reuse_port = false;
     std::vector<UniqueFd> listeners;
+    std::vector<bool> listener_tls; // per entry of `listeners`
     std::vector<SocketAddress> bound;
     std::vector<std::string> urls; // what "serving ROOT on URL" names
     Listening listening;
@@ -168,13 +172,14 @@ bool Server::start(std::string& error) {
     s.reuse_port = s.options.accept_mode == AcceptMode::ReusePort;
     // Listeners first: a taken port is the most common start-up failure.
     // Privileges go after every socket is bound and every root opened.
-    return s.open_listeners(error) && s.make_workers(error) && s.make_acceptor(error) &&
-           drop_privileges(s.options, error);
+    return s.open_listeners(error) && s.load_tls(error) && s.make_workers(error) &&
+           s.make_acceptor(error) && drop_privileges(s.options, error);
 }
 
 bool Server::State::open_listeners(std::string& error) {
     for (const std::string& text : options.listen) {
-        ListenAddress address = *parse_listen(text);
+        ListenScheme scheme = split_listen_scheme(text);
+        ListenAddress address = *parse_listen(scheme.address);
         for (unsigned copy = 0; copy < (reuse_port ? threads : 1u); ++copy) {
             if (copy > 0) address.address = bound.back(); // same port even when it was 0
             UniqueFd fd = open_listener(address, {options.backlog, reuse_port}, error);
@@ -182,13 +187,25 @@ bool Server::State::open_listeners(std::string& error) {
             if (copy == 0) {
                 bound.push_back(local_address(fd.get()));
                 urls.push_back(address.unix_path.empty()
-                                   ? "http://" + bound.back().to_string() + "/"
+                                   ? (scheme.tls ? "https://" : "http://") +
+                                         bound.back().to_string() + "/"
                                    : "unix:" + address.unix_path);
             }
             if (!reuse_port) listening.sockets.emplace_back(text, fd.get());
             listeners.push_back(std::move(fd));
+            listener_tls.push_back(scheme.tls);
         }
     }
+    return true;
+}
+
+// The certificates were checked when the options were parsed; they are read
+// again here, so a file changed in between is caught as well.
+bool Server::State::load_tls(std::string& error) {
+    if (!uses_tls(options)) return true;
+    SslContextRef context = build_tls_context(tls_settings(options), error);
+    if (!context) return false;
+    TlsContextSlot::process().publish(std::move(context));
     return true;
 }
 
@@ -213,7 +230,8 @@ bool Server::State::make_workers(std::string& error) {
         if (reuse_port) {
             for (size_t l = i; l < listeners.size(); l += threads) {
                 auto listener = std::make_unique<ReusePortListener>(
-                    worker->reactor(), std::move(listeners[l]), live_total, max_connections);
+                    worker->reactor(), std::move(listeners[l]), live_total, max_connections,
+                    listener_tls[l]);
                 listener->start();
                 own_listeners.push_back(std::move(listener));
             }
@@ -232,7 +250,10 @@ bool Server::State::make_acceptor(std::string& error) {
     AcceptorOptions acceptor_options;
     acceptor_options.max_connections = max_connections;
     acceptor_options.io = io;
-    acceptor = std::make_unique<Acceptor>(std::move(listeners), reactors,
+    std::vector<int> tls_fds;
+    for (size_t l = 0; l < listeners.size(); ++l)
+        if (listener_tls[l]) tls_fds.push_back(listeners[l].get());
+    acceptor = std::make_unique<Acceptor>(std::move(listeners), std::move(tls_fds), reactors,
                                           std::span<ReactorLoad>(loads.get(), threads), live_total,
                                           acceptor_options);
     listening.acceptor = acceptor.get();
@@ -272,9 +293,16 @@ void Server::State::start_threads() {
 void Server::State::wait_for_signals() {
     sigset_t signals = server_signals();
     bool stopping = false;
+    // With TLS (from the start or since a reload) the loop also wakes once a
+    // minute to rotate the ticket keys.
+    TicketKeyring& tickets = TicketKeyring::process();
     for (;;) {
         timespec tick{0, 100 * 1000 * 1000};
-        int signal_number = sigtimedwait(&signals, nullptr, stopping ? &tick : nullptr);
+        timespec minute{60, 0};
+        timespec* timeout = stopping ? &tick : tickets.active() ? &minute : nullptr;
+        int signal_number = sigtimedwait(&signals, nullptr, timeout);
+        if (tickets.active() && tickets.rotate_if_due(monotonic_ms()))
+            log_info("TLS session ticket keys rotated");
         if (stopping && running.load() == 0) return;
         if (signal_number == SIGUSR1) {
             logs.reopen();

@@ -1,5 +1,6 @@
 #include "server/status_handler.h"
 
+#include "net/tls_transport.h"
 #include "server/status_page.h"
 #include "server/worker.h"
 
@@ -29,6 +30,11 @@ StatusSnapshot take_snapshot(Worker& worker, const ServingSet& serving, uint64_t
         r.fastcgi_busy = gauges.busy.load(std::memory_order_relaxed);
         r.fastcgi_idle = gauges.idle.load(std::memory_order_relaxed);
         r.fastcgi_queued = gauges.queued.load(std::memory_order_relaxed);
+        TlsCounters& tls = tls_counters(each->reactor().index());
+        r.tls_connections = tls.connections.load(std::memory_order_relaxed);
+        r.tls_handshakes = tls.handshakes.load(std::memory_order_relaxed);
+        r.tls_resumed = tls.resumed.load(std::memory_order_relaxed);
+        r.tls_handshake_failures = tls.handshake_failures.load(std::memory_order_relaxed);
         for (size_t code = 0; code < codes.size(); ++code)
             codes[code] += stats.responses[code].load(std::memory_order_relaxed);
         status.reactors.push_back(r);

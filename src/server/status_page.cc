@@ -71,6 +71,11 @@ void render_status_json(const StatusSnapshot& status, std::string& out) {
         append_field(out, "busy", r.fastcgi_busy);
         append_field(out, "idle", r.fastcgi_idle);
         append_field(out, "queued", r.fastcgi_queued, false);
+        out += "}, \"tls\": {";
+        append_field(out, "connections", r.tls_connections);
+        append_field(out, "handshakes", r.tls_handshakes);
+        append_field(out, "resumed", r.tls_resumed);
+        append_field(out, "handshake_failures", r.tls_handshake_failures, false);
         out += "}}";
     }
     out += "], \"status_codes\": {";
@@ -119,6 +124,15 @@ void render_status_prometheus(const StatusSnapshot& status, std::string& out) {
                    state + "\"} " + std::to_string(status.reactors[i].*field) + "\n";
     append_per_reactor(out, status, "lepus_fastcgi_queued_requests", "gauge",
                        "Requests waiting for a FastCGI backend connection.", &R::fastcgi_queued);
+    append_per_reactor(out, status, "lepus_tls_connections_total", "counter",
+                       "Connections accepted on TLS listeners.", &R::tls_connections);
+    append_per_reactor(out, status, "lepus_tls_handshakes_total", "counter",
+                       "TLS handshakes completed.", &R::tls_handshakes);
+    append_per_reactor(out, status, "lepus_tls_resumed_total", "counter",
+                       "TLS handshakes resumed from a session ticket.", &R::tls_resumed);
+    append_per_reactor(out, status, "lepus_tls_handshake_failures_total", "counter",
+                       "TLS handshakes that failed (old protocol, garbage, plain HTTP, EOF).",
+                       &R::tls_handshake_failures);
     append_metric(out, "lepus_responses_total", "counter", "Responses by status code.");
     for (auto& [code, count] : status.status_codes)
         out += "lepus_responses_total{code=\"" + std::to_string(code) + "\"} " +

@@ -19,6 +19,10 @@ struct StatusSnapshot {
         // connections serving (or draining) a request, idle in the pool, and
         // requests waiting for one.
         uint64_t fastcgi_busy = 0, fastcgi_idle = 0, fastcgi_queued = 0;
+        // TLS: connections accepted on https:// listeners, handshakes
+        // completed (of which resumed from a ticket) and failed.
+        uint64_t tls_connections = 0, tls_handshakes = 0, tls_resumed = 0,
+                 tls_handshake_failures = 0;
     };
     double uptime_seconds = 0;
     std::string version;

@@ -1,0 +1,21 @@
+// Listen addresses with a scheme: "https://ADDR:PORT" is a TLS listener,
+// "http://ADDR:PORT" or a bare "ADDR:PORT" a plain one (the names of
+// lepus --listen, fixed: outside checks use them).
+#pragma once
+
+#include <string_view>
+
+namespace lepus {
+
+struct ListenScheme {
+    std::string_view address; // what parse_listen_address() takes
+    bool tls = false;
+};
+
+inline ListenScheme split_listen_scheme(std::string_view text) {
+    if (text.starts_with("https://")) return {text.substr(8), true};
+    if (text.starts_with("http://")) return {text.substr(7), false};
+    return {text, false};
+}
+
+} // namespace lepus

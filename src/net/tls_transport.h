@@ -1,0 +1,109 @@
+// TlsTransport: the Transport of a connection that came in on a TLS listener.
+// OpenSSL over the non-blocking socket, as nginx's ngx_ssl_recv/ngx_ssl_write:
+// the engines above see plain bytes and never ask which transport they have.
+//
+// - The handshake runs inside read() and writev(): kIoAgain until it is done,
+//   under the engine's header deadline (a stalled ClientHello is a slowloris).
+//   A handshake that needs to write while the socket is full sets
+//   wants_write(), so that an EPOLLOUT edge alone drives the connection.
+// - read() keeps calling SSL_read until the caller's buffer is full or the
+//   socket is drained, so Transport's "a short read drained everything"
+//   contract holds even though OpenSSL hands out one record at a time.
+// - Writes go out in records of at most 16 KiB; a record that met EAGAIN is
+//   finished first on the next call (OpenSSL needs the same length again,
+//   and the caller offers the same bytes since it was told nothing was taken).
+// - send_file(): no kTLS on kernels without the `tls` ULP, so the file is
+//   read with pread into a per-thread buffer and written as records.
+// - A plain HTTP request on the TLS port gets a 400 with one line of
+//   explanation, as nginx's "The plain HTTP request was sent to HTTPS port".
+#pragma once
+
+#include "base/unique_fd.h"
+#include "net/socket.h"
+#include "net/transport.h"
+
+#include <atomic>
+#include <cstdint>
+#include <openssl/ssl.h>
+#include <string_view>
+
+namespace lepus {
+
+// TLS counters of one reactor, for the status page. Written by that reactor's
+// thread only (load + store), read by any.
+struct alignas(64) TlsCounters {
+    std::atomic<uint64_t> connections{0};        // accepted on TLS listeners
+    std::atomic<uint64_t> handshakes{0};         // completed
+    std::atomic<uint64_t> resumed{0};            // of those, resumed from a ticket
+    std::atomic<uint64_t> handshake_failures{0}; // bad versions, garbage, plain HTTP, EOF
+
+    static void bump(std::atomic<uint64_t>& counter) {
+        counter.store(counter.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+    }
+};
+
+// The counters of reactor `index` (there are at most kMaxTlsReactors).
+inline constexpr size_t kMaxTlsReactors = 1024;
+TlsCounters& tls_counters(size_t index);
+
+class TlsTransport final : public Transport {
+public:
+    // Takes the socket; `context` is the SSL_CTX to start from (SNI may move
+    // the connection to a site's). `peer` (for log lines) and `counters`
+    // outlive the transport. A failed SSL_new shows as kIoError on first use.
+    TlsTransport(UniqueFd fd, SSL_CTX* context, const SocketAddress& peer, TlsCounters& counters);
+    ~TlsTransport() override;
+    TlsTransport(const TlsTransport&) = delete;
+    TlsTransport& operator=(const TlsTransport&) = delete;
+
+    ssize_t read(char* buffer, size_t size) override;
+    ssize_t writev(const iovec* iov, int count, bool more) override;
+    ssize_t send_file(int file_fd, uint64_t offset, size_t length) override;
+    // Sends close_notify (when the socket takes it), then the FIN.
+    void shutdown_write() override;
+    bool peer_left() override;
+    int fd() const override { return fd_.get(); }
+    bool wants_write() const override { return want_write_; }
+
+    // Frees the TLS state and closes the socket now.
+    void close();
+    // After the handshake: "TLSv1.3", "TLS_AES_128_GCM_SHA256" (static strings).
+    std::string_view protocol() const;
+    std::string_view cipher() const;
+    bool handshake_done() const { return handshake_done_; }
+    // When the handshake completes, protocol() and cipher() are also stored
+    // here (e.g. the connection's CGI SSL_PROTOCOL and SSL_CIPHER), before the
+    // first request is read. Both must outlive the transport.
+    void publish_session_to(std::string_view* protocol, std::string_view* cipher) {
+        protocol_out_ = protocol;
+        cipher_out_ = cipher;
+    }
+
+    // The most plaintext bytes per record (RFC 8446 §5.1).
+    static constexpr size_t kRecordSize = 16384;
+
+private:
+    // 1 when the handshake is done, else kIoAgain or kIoError.
+    ssize_t handshake();
+    ssize_t handshake_failed(int ssl_error);
+    // Drains the socket and answers the plain HTTP request with a 400.
+    void answer_plain_http();
+    // One SSL_write of `length` bytes: `length`, kIoAgain (pending_ set) or kIoError.
+    ssize_t write_record(const char* data, size_t length);
+    // A record left by EAGAIN: its length (now sent), kIoAgain or kIoError.
+    ssize_t finish_pending();
+    // errno for an SSL_ERROR_* that ends the connection; returns kIoError.
+    ssize_t io_failed(int ssl_error);
+
+    UniqueFd fd_;
+    SSL* ssl_ = nullptr;
+    const SocketAddress& peer_;
+    TlsCounters& counters_;
+    std::string_view* protocol_out_ = nullptr;
+    std::string_view* cipher_out_ = nullptr;
+    size_t pending_ = 0; // bytes of a record SSL_write must be called for again
+    bool handshake_done_ = false;
+    bool want_write_ = false;
+};
+
+} // namespace lepus
