@@ -69,6 +69,8 @@ ChunkedDecoder::Status ChunkedDecoder::fail(const char* reason) {
     return Status::Error;
 }
 
+// One switch in one loop, like the request parser: a state machine over the
+// bytes, kept whole on purpose (the one function here over 100 lines).
 ChunkedDecoder::Status ChunkedDecoder::feed(std::span<const char> input, size_t& consumed,
                                             std::string& out) {
     consumed = 0;

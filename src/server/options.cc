@@ -7,23 +7,18 @@
 #include "net/socket.h"
 #include "net/tls_context.h"
 #include "net/tls_listen_scheme.h"
+#include "server/start_checks.h"
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
-#include <climits>
 #include <cstdio>
 #include <cstdlib>
 #include <fcntl.h>
-#include <grp.h>
-#include <link.h>
 #include <map>
-#include <pwd.h>
+#include <optional>
 #include <sys/stat.h>
-#include <toml++/impl/version.h> // TOML_LIB_*, for -V
+#include <tuple>
 #include <unistd.h>
-
-// Defined when tcmalloc is linked (-V reports it).
-extern "C" const char* tc_version(int* major, int* minor, const char** patch) __attribute__((weak));
 
 namespace lepus {
 namespace {
@@ -160,186 +155,25 @@ std::string reword_for_file(std::string message, const std::string& option) {
     return message;
 }
 
-// The shared libraries among `wanted` that this process has loaded, as their
-// real file names ("liburing.so.2.3"): the versions it runs with, not those it
-// was built against.
-std::vector<std::string> loaded_libraries(const std::vector<std::string>& wanted) {
-    struct Search {
-        const std::vector<std::string>* wanted;
-        std::vector<std::string> found;
-    } search{&wanted, {}};
-    dl_iterate_phdr(
-        [](dl_phdr_info* info, size_t, void* data) {
-            auto& search = *static_cast<Search*>(data);
-            char real[PATH_MAX];
-            if (!info->dlpi_name || !realpath(info->dlpi_name, real)) return 0;
-            std::string name = program_name(real);
-            for (const std::string& prefix : *search.wanted)
-                if (name.starts_with(prefix + ".so") || name.starts_with(prefix + "_minimal.so"))
-                    search.found.push_back(name);
-            return 0;
-        },
-        &search);
-    return search.found;
-}
-
-// -V, as nginx -V: what a bug report needs to know about this binary.
-void print_build_info() {
-    std::printf("lepus %s\n", LEPUS_VERSION);
-#if defined(__clang__)
-    std::printf("built with clang %s\n", __clang_version__);
-#elif defined(__GNUC__)
-    std::printf("built with gcc %s\n", __VERSION__);
-#endif
-#ifdef NDEBUG
-    std::printf("build: optimised, assertions off");
-#else
-    std::printf("build: assertions on");
-#endif
-#if defined(__SANITIZE_ADDRESS__)
-    std::printf(", AddressSanitizer");
-#endif
-#if defined(__SANITIZE_THREAD__)
-    std::printf(", ThreadSanitizer");
-#endif
-    std::printf("\nlibraries: CLI11 %s, toml++ %d.%d.%d", CLI11_VERSION, TOML_LIB_MAJOR,
-                TOML_LIB_MINOR, TOML_LIB_PATCH);
-    for (const std::string& library : loaded_libraries({"liburing", "libssl", "libtcmalloc"}))
-        std::printf(", %s", library.c_str());
-    // tcmalloc_minimal exports tc_version; without it malloc is glibc's.
-    std::printf("\ntcmalloc: %s\n", tc_version ? "on" : "off (glibc malloc)");
-}
-
-// Who lepus runs as once started: --user/--group, else whoever runs it.
-struct ServiceIdentity {
-    uid_t uid = geteuid();
-    std::vector<gid_t> groups{getegid()}; // the primary group first
-};
-
-// -t: the user and group must exist (start-up drops to them after binding).
-bool resolve_identity(const ServerOptions& options, ServiceIdentity& identity,
-                      std::vector<std::string>& errors) {
-    const passwd* user = nullptr;
-    if (!options.user.empty()) {
-        if ((user = getpwnam(options.user.c_str())) == nullptr) {
-            errors.push_back("no such user '" + options.user + "' (--user)");
-        } else {
-            identity.uid = user->pw_uid;
-            identity.groups = {user->pw_gid};
-        }
-    }
-    if (!options.group.empty()) {
-        const group* g = getgrnam(options.group.c_str());
-        if (!g)
-            errors.push_back("no such group '" + options.group + "' (--group)");
-        else
-            identity.groups = {g->gr_gid};
-    }
-    if (user) {
-        // initgroups() gives the user its supplementary groups at the drop.
-        int count = 64;
-        std::vector<gid_t> more(static_cast<size_t>(count));
-        if (getgrouplist(user->pw_name, identity.groups.front(), more.data(), &count) >= 0)
-            identity.groups.insert(identity.groups.end(), more.begin(), more.begin() + count);
-    }
-    return errors.empty();
-}
-
-// Whether `identity` may write `path` (for a directory: create files in it),
-// by the mode bits as the kernel checks them (ACLs aside).
-bool writable_by(const std::string& path, const ServiceIdentity& identity) {
-    struct stat st;
-    if (stat(path.c_str(), &st) != 0) return false;
-    if (identity.uid == 0) return true;
-    mode_t need_user = S_IWUSR, need_group = S_IWGRP, need_other = S_IWOTH;
-    if (S_ISDIR(st.st_mode)) need_user |= S_IXUSR, need_group |= S_IXGRP, need_other |= S_IXOTH;
-    if (st.st_uid == identity.uid) return (st.st_mode & need_user) == need_user;
-    if (std::find(identity.groups.begin(), identity.groups.end(), st.st_gid) !=
-        identity.groups.end())
-        return (st.st_mode & need_group) == need_group;
-    return (st.st_mode & need_other) == need_other;
-}
-
-// A log file lepus opens (as root, before the drop) and must reopen on SIGUSR1
-// as the service user, in a directory where that user can create it.
-void check_log_path(const std::string& path, const std::string& what,
-                    const ServiceIdentity& identity, std::vector<std::string>& errors) {
-    if (path == "-" || path == "off" || path.empty()) return;
-    size_t slash = path.rfind('/');
-    std::string directory = slash == std::string::npos ? "." : path.substr(0, slash + 1);
-    struct stat st;
-    if (stat(directory.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
-        errors.push_back(what + " '" + path + "': directory '" + directory + "' does not exist");
-    else if (!writable_by(directory, identity))
-        errors.push_back(what + " '" + path + "': directory '" + directory +
-                         "' is not writable by uid " + std::to_string(identity.uid) +
-                         " (SIGUSR1 creates the file anew there)");
-    // An existing file is opened for appending by whoever starts lepus (root
-    // gives it to --user afterwards).
-    else if (access(path.c_str(), F_OK) == 0 && access(path.c_str(), W_OK) != 0)
-        errors.push_back(what + " '" + path + "' is not writable");
-}
-
-// What start-up would refuse beyond the options themselves, for -t: users,
-// groups and log directories (listen addresses and roots are checked when read).
-std::vector<std::string> check_start_up(const ServerOptions& options) {
-    std::vector<std::string> errors;
-    if ((!options.user.empty() || !options.group.empty()) && geteuid() != 0)
-        errors.push_back("--user/--group need lepus to start as root");
-    ServiceIdentity identity;
-    if (!resolve_identity(options, identity, errors)) return errors;
-    check_log_path(options.access_log, "access log", identity, errors);
-    check_log_path(options.error_log, "error log", identity, errors);
-    for (const SiteConfig& site : options.sites)
-        if (site.access_log)
-            check_log_path(*site.access_log, site.origin + ": access_log", identity, errors);
-    return errors;
-}
-
-// Loads and matches every certificate and key the TLS listeners would use:
-// one line naming the wrong file, or empty.
-std::string check_tls(const ServerOptions& options) {
-    if (!uses_tls(options)) return {};
-    if (options.tls_cert.size() != options.tls_key.size())
-        return "--tls-cert and --tls-key come in pairs (" +
-               std::to_string(options.tls_cert.size()) + " certificates, " +
-               std::to_string(options.tls_key.size()) + " keys)";
-    std::string error;
-    SslContextRef context = build_tls_context(tls_settings(options), error);
-    return context ? std::string() : error;
-}
-
 int usage_error(const std::string& message) {
     std::fprintf(stderr, "lepus: %s (see lepus --help)\n", message.c_str());
     return 2;
 }
 
-CommandLineResult parse_arguments(const std::vector<std::string>& arguments, ServerOptions& options,
-                                  const std::map<std::string, std::string>& origins) {
-    CLI::App app{"lepus: a fast HTTP/1.1 server. Serves ROOT (default: the current directory).",
-                 program_name(arguments.front())};
-    app.set_version_flag("-v,--version", std::string("lepus ") + LEPUS_VERSION);
-    app.add_flag_callback(
-        "-V", [] { print_build_info(), throw CLI::Success(); },
-        "Print the version, the build options and the library versions");
-    bool test_config = false; // read by expand_config_argument; listed here for --help
-    app.add_flag("-t,--test-config", test_config,
-                 "Check the configuration (with --config) as start-up would, and exit");
-    app.footer("Example:\n  lepus --listen 80 --fastcgi unix:/run/php/php-fpm.sock "
-               "--index index.php,index.html /var/www/site\n\nSee lepus(1).");
-    // A repeated flag takes its last value, as in most servers' command lines.
-    app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
-    DurationValidator duration;
-    SizeValidator size;
-    ListenValidator listen_address;
-
+// The option values that need converting after parsing (durations, sizes, words).
+struct OptionTexts {
     std::string keepalive_timeout, header_timeout, body_timeout, send_timeout, shutdown_timeout;
     std::string fastcgi_queue_timeout, fastcgi_timeout, fastcgi_idle_timeout;
-    BackendValidator backend;
-    ExtensionValidator extension;
     std::string max_body_size, dotfiles = "deny", accept = "acceptor", io = "epoll";
     bool no_pin = false;
+};
 
+// The options, one function per group of --help.
+void add_listening_options(CLI::App& app, ServerOptions& options, OptionTexts& texts) {
+    ListenValidator listen_address;
+    std::string& accept = texts.accept;
+    std::string& io = texts.io;
+    bool& no_pin = texts.no_pin;
     app.add_option("root,--root", options.root, "Directory to serve")
         ->capture_default_str()
         ->group(kFiles);
@@ -380,6 +214,17 @@ CommandLineResult parse_arguments(const std::vector<std::string>& arguments, Ser
     app.add_option("--max-connections", options.max_connections,
                    "Connections above this get 503 (default: from RLIMIT_NOFILE)")
         ->check(CLI::Range(int64_t{1}, int64_t{1} << 40));
+}
+
+void add_log_and_limit_options(CLI::App& app, ServerOptions& options, OptionTexts& texts) {
+    DurationValidator duration;
+    SizeValidator size;
+    std::string& keepalive_timeout = texts.keepalive_timeout;
+    std::string& header_timeout = texts.header_timeout;
+    std::string& body_timeout = texts.body_timeout;
+    std::string& send_timeout = texts.send_timeout;
+    std::string& shutdown_timeout = texts.shutdown_timeout;
+    std::string& max_body_size = texts.max_body_size;
     app.option_defaults()->group("Logs");
     app.add_option("--access-log", options.access_log, "Access log: PATH, - (stderr) or off")
         ->capture_default_str();
@@ -402,6 +247,16 @@ CommandLineResult parse_arguments(const std::vector<std::string>& arguments, Ser
     app.add_option("--shutdown-timeout", shutdown_timeout, "Grace period on SIGTERM (10s)")
         ->check(duration);
     app.add_option("--max-body-size", max_body_size, "Largest request body (1m)")->check(size);
+}
+
+void add_file_and_php_options(CLI::App& app, ServerOptions& options, OptionTexts& texts) {
+    DurationValidator duration;
+    BackendValidator backend;
+    ExtensionValidator extension;
+    std::string& dotfiles = texts.dotfiles;
+    std::string& fastcgi_queue_timeout = texts.fastcgi_queue_timeout;
+    std::string& fastcgi_timeout = texts.fastcgi_timeout;
+    std::string& fastcgi_idle_timeout = texts.fastcgi_idle_timeout;
     app.option_defaults()->group(kFiles);
     list_option(app.add_option("--index", options.index,
                                "Index file names for directories (repeat, or a,b)"))
@@ -432,7 +287,9 @@ CommandLineResult parse_arguments(const std::vector<std::string>& arguments, Ser
     app.add_option("--fastcgi-idle-timeout", fastcgi_idle_timeout,
                    "Idle pooled FastCGI connections are closed after (30s)")
         ->check(duration);
+}
 
+void add_process_options(CLI::App& app, ServerOptions& options) {
     app.option_defaults()->group(kProcess);
     app.add_option("--status-path", options.status_path,
                    "Serve the status page (JSON; ?format=prometheus) at this path");
@@ -461,7 +318,12 @@ CommandLineResult parse_arguments(const std::vector<std::string>& arguments, Ser
                    "TLS 1.2 cipher list, OpenSSL syntax (ECDHE with AES-GCM or ChaCha20)");
     app.add_option("--user", options.user, "Run as this user after binding (when started as root)");
     app.add_option("--group", options.group, "Run as this group after binding");
+}
 
+// Parses `arguments` (program name first) into the options; the exit code when
+// lepus must not run (help, version, a bad option), nullopt otherwise.
+std::optional<int> parse_or_exit(CLI::App& app, const std::vector<std::string>& arguments,
+                                 const std::map<std::string, std::string>& origins) {
     // CLI11 wants argv-style input, program name first, in reverse order of use.
     std::vector<std::string> reversed(arguments.rbegin(), arguments.rend() - 1);
     try {
@@ -469,17 +331,17 @@ CommandLineResult parse_arguments(const std::vector<std::string>& arguments, Ser
         // options are known, and worded for the file.
         if (std::string error = unknown_config_keys(app, origins); !error.empty()) {
             std::fputs(error.c_str(), stderr);
-            return {false, 2};
+            return 2;
         }
         app.parse(reversed);
     } catch (const CLI::CallForHelp& e) {
-        return {false, app.exit(e)};
+        return app.exit(e);
     } catch (const CLI::CallForAllHelp& e) {
-        return {false, app.exit(e)};
+        return app.exit(e);
     } catch (const CLI::CallForVersion& e) {
-        return {false, app.exit(e)};
+        return app.exit(e);
     } catch (const CLI::Success&) {
-        return {false, 0}; // -V printed
+        return 0; // -V printed
     } catch (const CLI::ParseError& e) {
         std::string message = e.what();
         for (char& c : message)
@@ -490,18 +352,33 @@ CommandLineResult parse_arguments(const std::vector<std::string>& arguments, Ser
                 message.find(option + " ") != std::string::npos || message.ends_with(option)) {
                 std::fprintf(stderr, "lepus: %s: %s\n", origin.c_str(),
                              reword_for_file(message, option).c_str());
-                return {false, 2};
+                return 2;
             }
-        return {false, usage_error(message)};
+        return usage_error(message);
     }
 
+    return std::nullopt;
+}
+
+// Turns the parsed texts into the options and checks what CLI11 cannot: one
+// line naming the problem, or empty.
+std::string finish_options(const CLI::App& app, ServerOptions& options, const OptionTexts& texts) {
+    const std::string& keepalive_timeout = texts.keepalive_timeout;
+    const std::string& header_timeout = texts.header_timeout;
+    const std::string& body_timeout = texts.body_timeout;
+    const std::string& send_timeout = texts.send_timeout;
+    const std::string& shutdown_timeout = texts.shutdown_timeout;
+    const std::string& fastcgi_queue_timeout = texts.fastcgi_queue_timeout;
+    const std::string& fastcgi_timeout = texts.fastcgi_timeout;
+    const std::string& fastcgi_idle_timeout = texts.fastcgi_idle_timeout;
+    const std::string& max_body_size = texts.max_body_size;
     // CLI11 gives an option that lacks its value the next argument even when it
     // is another flag ("--index --listen X" would serve on the default address):
     // no value of ours starts with "--".
     for (const CLI::Option* option : app.get_options())
         for (const std::string& value : option->results())
             if (value.rfind("--", 0) == 0)
-                return {false, usage_error(option->get_name() + " needs a value before " + value)};
+                return option->get_name() + " needs a value before " + value;
 
     apply_units({{&keepalive_timeout, &options.keepalive_timeout_ms},
                  {&header_timeout, &options.header_timeout_ms},
@@ -512,7 +389,7 @@ CommandLineResult parse_arguments(const std::vector<std::string>& arguments, Ser
                  {&fastcgi_timeout, &options.fastcgi_timeout_ms},
                  {&fastcgi_idle_timeout, &options.fastcgi_idle_timeout_ms}},
                 {{&max_body_size, &options.max_body_size}});
-    options.pin_threads = !no_pin;
+    options.pin_threads = !texts.no_pin;
     std::vector<Cidr> trusted;
     std::string ignored; // checked by the validator
     for (const std::string& text : options.real_ip_from)
@@ -520,16 +397,17 @@ CommandLineResult parse_arguments(const std::vector<std::string>& arguments, Ser
     options.trusted_proxies =
         TrustedProxies(std::move(trusted), std::count(options.real_ip_from.begin(),
                                                       options.real_ip_from.end(), "unix:") > 0);
-    options.dotfiles_allow = dotfiles == "allow";
-    options.accept_mode = accept == "reuseport" ? AcceptMode::ReusePort : AcceptMode::Acceptor;
-    options.io = *parse_io_backend(io);
+    options.dotfiles_allow = texts.dotfiles == "allow";
+    options.accept_mode =
+        texts.accept == "reuseport" ? AcceptMode::ReusePort : AcceptMode::Acceptor;
+    options.io = *parse_io_backend(texts.io);
     if (options.header_timeout_ms == 0 || options.keepalive_timeout_ms == 0 ||
         options.body_timeout_ms == 0 || options.send_timeout_ms == 0 ||
         options.shutdown_timeout_ms == 0)
-        return {false, usage_error("timeouts must be greater than zero")};
+        return "timeouts must be greater than zero";
     if (options.fastcgi_queue_timeout_ms == 0 || options.fastcgi_timeout_ms == 0 ||
         options.fastcgi_idle_timeout_ms == 0)
-        return {false, usage_error("FastCGI timeouts must be greater than zero")};
+        return "FastCGI timeouts must be greater than zero";
     // A PHP site's directories are answered by index.php first, as nginx's
     // usual "index index.php index.html"; an explicit --index wins.
     if (!options.fastcgi.empty() && app.count("--index") == 0)
@@ -539,12 +417,36 @@ CommandLineResult parse_arguments(const std::vector<std::string>& arguments, Ser
     if (options.accept_mode == AcceptMode::ReusePort &&
         std::any_of(options.listen.begin(), options.listen.end(),
                     [](const std::string& text) { return text.starts_with("unix:"); }))
-        return {false, usage_error("unix: listen addresses need --accept acceptor")};
+        return "unix: listen addresses need --accept acceptor";
     if (!options.status_path.empty() && options.status_path.front() != '/')
-        return {false, usage_error("--status-path must start with /")};
+        return "--status-path must start with /";
     if (options.access_log.empty() || options.error_log.empty())
-        return {false, usage_error("log paths must not be empty")};
-    if (std::string error = check_root(options.root); !error.empty())
+        return "log paths must not be empty";
+    return check_root(options.root);
+}
+
+CommandLineResult parse_arguments(const std::vector<std::string>& arguments, ServerOptions& options,
+                                  const std::map<std::string, std::string>& origins) {
+    CLI::App app{"lepus: a fast HTTP/1.1 server. Serves ROOT (default: the current directory).",
+                 program_name(arguments.front())};
+    app.set_version_flag("-v,--version", std::string("lepus ") + LEPUS_VERSION);
+    app.add_flag_callback(
+        "-V", [] { print_build_info(), throw CLI::Success(); },
+        "Print the version, the build options and the library versions");
+    bool test_config = false; // read by expand_config_argument; listed here for --help
+    app.add_flag("-t,--test-config", test_config,
+                 "Check the configuration (with --config) as start-up would, and exit");
+    app.footer("Example:\n  lepus --listen 80 --fastcgi unix:/run/php/php-fpm.sock "
+               "--index index.php,index.html /var/www/site\n\nSee lepus(1).");
+    // A repeated flag takes its last value, as in most servers' command lines.
+    app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+    OptionTexts texts;
+    add_listening_options(app, options, texts);
+    add_log_and_limit_options(app, options, texts);
+    add_file_and_php_options(app, options, texts);
+    add_process_options(app, options);
+    if (std::optional<int> code = parse_or_exit(app, arguments, origins)) return {false, *code};
+    if (std::string error = finish_options(app, options, texts); !error.empty())
         return {false, usage_error(error)};
     return {true, 0};
 }

@@ -1,0 +1,177 @@
+// What `lepus -t` checks beyond the options themselves, and what `lepus -V`
+// prints: the parts of start-up that can be checked without binding a port.
+#include "server/start_checks.h"
+
+#include "net/tls_context.h"
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <climits>
+#include <cstdio>
+#include <cstdlib>
+#include <grp.h>
+#include <link.h>
+#include <pwd.h>
+#include <string_view>
+#include <sys/stat.h>
+#include <toml++/impl/version.h> // TOML_LIB_*, for -V
+#include <unistd.h>
+
+// Defined when tcmalloc is linked (-V reports it).
+extern "C" const char* tc_version(int* major, int* minor, const char** patch) __attribute__((weak));
+
+namespace lepus {
+namespace {
+
+// The shared libraries among `wanted` that this process has loaded, as their
+// real file names ("liburing.so.2.3"): the versions it runs with, not those it
+// was built against.
+std::vector<std::string> loaded_libraries(const std::vector<std::string>& wanted) {
+    struct Search {
+        const std::vector<std::string>* wanted;
+        std::vector<std::string> found;
+    } search{&wanted, {}};
+    dl_iterate_phdr(
+        [](dl_phdr_info* info, size_t, void* data) {
+            auto& search = *static_cast<Search*>(data);
+            char real[PATH_MAX];
+            if (!info->dlpi_name || !realpath(info->dlpi_name, real)) return 0;
+            std::string_view name = real;
+            name.remove_prefix(name.rfind('/') + 1);
+            for (const std::string& prefix : *search.wanted)
+                if (name.starts_with(prefix + ".so") || name.starts_with(prefix + "_minimal.so"))
+                    search.found.emplace_back(name);
+            return 0;
+        },
+        &search);
+    return search.found;
+}
+
+} // namespace
+
+void print_build_info() {
+    std::printf("lepus %s\n", LEPUS_VERSION);
+#if defined(__clang__)
+    std::printf("built with clang %s\n", __clang_version__);
+#elif defined(__GNUC__)
+    std::printf("built with gcc %s\n", __VERSION__);
+#endif
+#ifdef NDEBUG
+    std::printf("build: optimised, assertions off");
+#else
+    std::printf("build: assertions on");
+#endif
+#if defined(__SANITIZE_ADDRESS__)
+    std::printf(", AddressSanitizer");
+#endif
+#if defined(__SANITIZE_THREAD__)
+    std::printf(", ThreadSanitizer");
+#endif
+    std::printf("\nlibraries: CLI11 %s, toml++ %d.%d.%d", CLI11_VERSION, TOML_LIB_MAJOR,
+                TOML_LIB_MINOR, TOML_LIB_PATCH);
+    for (const std::string& library : loaded_libraries({"liburing", "libssl", "libtcmalloc"}))
+        std::printf(", %s", library.c_str());
+    // tcmalloc_minimal exports tc_version; without it malloc is glibc's.
+    std::printf("\ntcmalloc: %s\n", tc_version ? "on" : "off (glibc malloc)");
+}
+
+namespace {
+
+// Who lepus runs as once started: --user/--group, else whoever runs it.
+struct ServiceIdentity {
+    uid_t uid = geteuid();
+    std::vector<gid_t> groups{getegid()}; // the primary group first
+};
+
+// -t: the user and group must exist (start-up drops to them after binding).
+bool resolve_identity(const ServerOptions& options, ServiceIdentity& identity,
+                      std::vector<std::string>& errors) {
+    const passwd* user = nullptr;
+    if (!options.user.empty()) {
+        if ((user = getpwnam(options.user.c_str())) == nullptr) {
+            errors.push_back("no such user '" + options.user + "' (--user)");
+        } else {
+            identity.uid = user->pw_uid;
+            identity.groups = {user->pw_gid};
+        }
+    }
+    if (!options.group.empty()) {
+        const group* g = getgrnam(options.group.c_str());
+        if (!g)
+            errors.push_back("no such group '" + options.group + "' (--group)");
+        else
+            identity.groups = {g->gr_gid};
+    }
+    if (user) {
+        // initgroups() gives the user its supplementary groups at the drop.
+        int count = 64;
+        std::vector<gid_t> more(static_cast<size_t>(count));
+        if (getgrouplist(user->pw_name, identity.groups.front(), more.data(), &count) >= 0)
+            identity.groups.insert(identity.groups.end(), more.begin(), more.begin() + count);
+    }
+    return errors.empty();
+}
+
+// Whether `identity` may write `path` (for a directory: create files in it),
+// by the mode bits as the kernel checks them (ACLs aside).
+bool writable_by(const std::string& path, const ServiceIdentity& identity) {
+    struct stat st;
+    if (stat(path.c_str(), &st) != 0) return false;
+    if (identity.uid == 0) return true;
+    mode_t need_user = S_IWUSR, need_group = S_IWGRP, need_other = S_IWOTH;
+    if (S_ISDIR(st.st_mode)) need_user |= S_IXUSR, need_group |= S_IXGRP, need_other |= S_IXOTH;
+    if (st.st_uid == identity.uid) return (st.st_mode & need_user) == need_user;
+    if (std::find(identity.groups.begin(), identity.groups.end(), st.st_gid) !=
+        identity.groups.end())
+        return (st.st_mode & need_group) == need_group;
+    return (st.st_mode & need_other) == need_other;
+}
+
+// A log file lepus opens (as root, before the drop) and must reopen on SIGUSR1
+// as the service user, in a directory where that user can create it.
+void check_log_path(const std::string& path, const std::string& what,
+                    const ServiceIdentity& identity, std::vector<std::string>& errors) {
+    if (path == "-" || path == "off" || path.empty()) return;
+    size_t slash = path.rfind('/');
+    std::string directory = slash == std::string::npos ? "." : path.substr(0, slash + 1);
+    struct stat st;
+    if (stat(directory.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
+        errors.push_back(what + " '" + path + "': directory '" + directory + "' does not exist");
+    else if (!writable_by(directory, identity))
+        errors.push_back(what + " '" + path + "': directory '" + directory +
+                         "' is not writable by uid " + std::to_string(identity.uid) +
+                         " (SIGUSR1 creates the file anew there)");
+    // An existing file is opened for appending by whoever starts lepus (root
+    // gives it to --user afterwards).
+    else if (access(path.c_str(), F_OK) == 0 && access(path.c_str(), W_OK) != 0)
+        errors.push_back(what + " '" + path + "' is not writable");
+}
+
+} // namespace
+
+std::vector<std::string> check_start_up(const ServerOptions& options) {
+    std::vector<std::string> errors;
+    if ((!options.user.empty() || !options.group.empty()) && geteuid() != 0)
+        errors.push_back("--user/--group need lepus to start as root");
+    ServiceIdentity identity;
+    if (!resolve_identity(options, identity, errors)) return errors;
+    check_log_path(options.access_log, "access log", identity, errors);
+    check_log_path(options.error_log, "error log", identity, errors);
+    for (const SiteConfig& site : options.sites)
+        if (site.access_log)
+            check_log_path(*site.access_log, site.origin + ": access_log", identity, errors);
+    return errors;
+}
+
+std::string check_tls(const ServerOptions& options) {
+    if (!uses_tls(options)) return {};
+    if (options.tls_cert.size() != options.tls_key.size())
+        return "--tls-cert and --tls-key come in pairs (" +
+               std::to_string(options.tls_cert.size()) + " certificates, " +
+               std::to_string(options.tls_key.size()) + " keys)";
+    std::string error;
+    SslContextRef context = build_tls_context(tls_settings(options), error);
+    return context ? std::string() : error;
+}
+
+} // namespace lepus
