@@ -25,7 +25,8 @@ enum class CgiParseStatus { Done, Again, Error };
 
 class CgiResponseParser {
 public:
-    static constexpr size_t kMaxHeaderBlock = size_t{32} * 1024; // beyond it: Error (the client sends 502)
+    static constexpr size_t kMaxHeaderBlock =
+        size_t{32} * 1024; // beyond it: Error (the client sends 502)
 
     // Parses the next bytes of the STDOUT stream. `consumed` is set to how many
     // bytes of `data` belong to the header block; on Done the rest are body.

@@ -139,6 +139,7 @@ SocketAddress TrustedProxies::client_of(const SocketAddress& peer,
     SocketAddress client = peer;
     if (!trusts(peer)) return client;
     // Right to left over the values, and within each value.
+    // NOLINTNEXTLINE(modernize-loop-convert): right to left, which a range-for cannot say in C++20
     for (auto value = forwarded_for.rbegin(); value != forwarded_for.rend(); ++value) {
         std::string_view rest = *value;
         while (!rest.empty()) {

@@ -203,7 +203,7 @@ UniqueFd open_unix_listener(const std::string& path, const ListenOptions& option
         return UniqueFd();
     };
     if (stale_socket_file(path, error)) ::unlink(path.c_str());
-    if (!error.empty()) return UniqueFd();
+    if (!error.empty()) return {};
     UniqueFd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
     if (!fd) return fail("create a socket for");
     sockaddr_un address = unix_address(path);

@@ -82,7 +82,7 @@ SslContextRef build_tls_context(const TlsSettings& settings, std::string& error)
 // decryption so that tickets stay good for about two rotation periods.
 class TicketKeyring {
 public:
-    static constexpr uint64_t kRotationMs = 3600 * 1000;
+    static constexpr uint64_t kRotationMs = uint64_t{3600} * 1000;
 
     // The keyring every context's ticket callback uses.
     static TicketKeyring& process();

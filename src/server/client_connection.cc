@@ -38,8 +38,8 @@ ClientConnection::ClientConnection(Worker& worker, const AcceptedSocket& socket)
       trusted_proxies_(worker.options().trusted_proxies) {
     info_.secure = socket.tls;
     if (socket.tls)
-        std::get<TlsTransport>(transports_).publish_session_to(&info_.tls_protocol,
-                                                                &info_.tls_cipher);
+        std::get<TlsTransport>(transports_)
+            .publish_session_to(&info_.tls_protocol, &info_.tls_cipher);
 }
 
 ClientConnection::Transports ClientConnection::make_transport(const AcceptedSocket& socket,

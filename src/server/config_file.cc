@@ -297,7 +297,7 @@ public:
         const toml::array* array = node.as_array();
         if (!array || !array->is_array_of_tables())
             return error(node,
-                         "'tls' is a table { cert = \"...\", key = \"...\" } or a list of them");
+                         R"('tls' is a table { cert = "...", key = "..." } or a list of them)");
         for (const toml::node& item : *array)
             pair(*item.as_table(), item);
     }
@@ -356,7 +356,7 @@ bool expand_config_argument(int argc, char** argv, std::vector<std::string>& exp
     }
     expanded.assign(1, argc > 0 ? argv[0] : "lepus");
     if (config_path.empty()) {
-        if (check_only) errors.push_back("-t needs --config FILE");
+        if (check_only) errors.emplace_back("-t needs --config FILE");
         expanded.insert(expanded.end(), command_line.begin(), command_line.end());
         return errors.empty();
     }

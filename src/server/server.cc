@@ -186,10 +186,9 @@ bool Server::State::open_listeners(std::string& error) {
             if (!fd) return false;
             if (copy == 0) {
                 bound.push_back(local_address(fd.get()));
-                urls.push_back(address.unix_path.empty()
-                                   ? (scheme.tls ? "https://" : "http://") +
-                                         bound.back().to_string() + "/"
-                                   : "unix:" + address.unix_path);
+                urls.push_back(address.unix_path.empty() ? (scheme.tls ? "https://" : "http://") +
+                                                               bound.back().to_string() + "/"
+                                                         : "unix:" + address.unix_path);
             }
             if (!reuse_port) listening.sockets.emplace_back(text, fd.get());
             listeners.push_back(std::move(fd));
@@ -297,7 +296,7 @@ void Server::State::wait_for_signals() {
     // minute to rotate the ticket keys.
     TicketKeyring& tickets = TicketKeyring::process();
     for (;;) {
-        timespec tick{0, 100 * 1000 * 1000};
+        timespec tick{0, 100L * 1000 * 1000};
         timespec minute{60, 0};
         timespec* timeout = stopping ? &tick : tickets.active() ? &minute : nullptr;
         int signal_number = sigtimedwait(&signals, nullptr, timeout);

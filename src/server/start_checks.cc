@@ -152,7 +152,7 @@ void check_log_path(const std::string& path, const std::string& what,
 std::vector<std::string> check_start_up(const ServerOptions& options) {
     std::vector<std::string> errors;
     if ((!options.user.empty() || !options.group.empty()) && geteuid() != 0)
-        errors.push_back("--user/--group need lepus to start as root");
+        errors.emplace_back("--user/--group need lepus to start as root");
     ServiceIdentity identity;
     if (!resolve_identity(options, identity, errors)) return errors;
     check_log_path(options.access_log, "access log", identity, errors);
