@@ -165,10 +165,24 @@ public:
                 redirects(node, site);
             } else if (name == "tls") {
                 tls(node, site);
+            } else if (name == "https_redirect") {
+                https_redirect(node, site);
             } else {
                 error(node, "unknown key '" + std::string(name) + "' in [[site]]");
             }
         }
+    }
+
+    // `https_redirect = true` (port 443) or a port number (the TLS listener's).
+    void https_redirect(const toml::node& node, SiteConfig& site) {
+        if (node.is_boolean()) { // value<bool>() would also take an integer
+            site.https_redirect = *node.value<bool>() ? 443 : 0;
+            return;
+        }
+        auto port = node.is_integer() ? node.value<int64_t>() : std::nullopt;
+        if (!port || *port < 1 || *port > 65535)
+            return error(node, "'https_redirect' is true, false or a port (1-65535)");
+        site.https_redirect = uint16_t(*port);
     }
 
     void fastcgi(const toml::node& node, SiteConfig& site) {

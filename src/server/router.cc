@@ -68,9 +68,39 @@ void Router::start(Exchange& exchange) {
         serve_status(worker_, status_allow_, exchange);
         return;
     }
-    if (serve_redirect(exchange, site)) return add_rule_headers(exchange, site);
+    if (redirect_to_https(exchange, site) || serve_redirect(exchange, site))
+        return add_rule_headers(exchange, site);
     route_to_handler(exchange, site);
     add_rule_headers(exchange, site);
+}
+
+// The site's `https_redirect`, as nginx's `return 301 https://$host$request_uri`
+// on the port-80 server: the same host (its port dropped) and target over TLS.
+bool Router::redirect_to_https(Exchange& exchange, SiteHandlers& site) {
+    if (!site.config || site.config->https_redirect == 0 || exchange.connection->secure)
+        return false;
+    const Request& request = *exchange.request;
+    std::string_view host = request.host;
+    if (host.empty()) return false; // HTTP/1.0 without Host: nothing to name
+    // The parser checked the authority's characters; strip its port ("[v6]:80" too).
+    size_t colon = host.rfind(':');
+    if (colon != std::string_view::npos && host.find(']', colon) == std::string_view::npos)
+        host = host.substr(0, colon);
+    std::string location = "Location: https://";
+    location.append(host);
+    if (site.config->https_redirect != 443) {
+        location.push_back(':');
+        location.append(std::to_string(site.config->https_redirect));
+    }
+    // The absolute form's path and query, or the origin form as sent.
+    std::string_view target = request.target;
+    if (!target.starts_with('/')) {
+        size_t path = target.find('/', target.find("//") + 2);
+        target = path == std::string_view::npos ? "/" : target.substr(path);
+    }
+    location.append(target).append("\r\n");
+    build_error_response(301, reply_context(exchange), exchange.response, location);
+    return true;
 }
 
 bool Router::serve_redirect(Exchange& exchange, SiteHandlers& site) {

@@ -39,6 +39,7 @@ private:
     // Chooses the site for the exchange's Host and keeps it (and its serving set) alive.
     SiteHandlers& pick_site(Exchange& exchange);
     bool serve_redirect(Exchange& exchange, SiteHandlers& site);
+    bool redirect_to_https(Exchange& exchange, SiteHandlers& site);
     void route_to_handler(Exchange& exchange, SiteHandlers& site);
     // The site's error page for `status`, if any, replaces the error answer in
     // exchange.response (a static page) or becomes a stream (a script).

@@ -11,6 +11,7 @@ Needs php-fpm (apt-get install php-fpm)."""
 import json
 import os
 import shutil
+import subprocess
 import tempfile
 import textwrap
 import unittest
@@ -55,6 +56,17 @@ class Router(unittest.TestCase):
                 error_page.404 = "/notfound.php"
                 headers = [ {{ match = "/private/", name = "X-Private", value = "yes" }},
                             {{ match = "*.php", name = "X-Script", value = "php" }} ]
+
+                [[site]]
+                server_names = ["secure.test"]
+                root = "{root}"
+                https_redirect = true
+                headers = [ {{ match = "*", name = "Strict-Transport-Security", value = "max-age=60" }} ]
+
+                [[site]]
+                server_names = ["port.test"]
+                root = "{root}"
+                https_redirect = 8443
                 """).format(root=root, fpm=cls.fpm.address))
         cls.server = Lepus(["--config", config])
 
@@ -112,6 +124,27 @@ class Router(unittest.TestCase):
         r = self.get("/private/missing")
         self.assertEqual(r.status, 404)
         self.assertEqual(r.header("x-private"), "yes")
+
+    def test_https_redirect_sends_plain_requests_to_https(self):
+        r = self.get("/private/x?a=1&b=2", host="secure.test:8080")
+        self.assertEqual(r.status, 301)
+        self.assertEqual(r.header("location"), "https://secure.test/private/x?a=1&b=2")
+        self.assertEqual(r.header("strict-transport-security"), "max-age=60")
+        r = self.get("http://port.test/index.html", host="port.test")
+        self.assertEqual(r.status, 301)
+        self.assertEqual(r.header("location"), "https://port.test:8443/index.html")
+        # Other sites are served as they are.
+        self.assertEqual(self.get("/index.html").status, 200)
+
+    def test_bad_https_redirect_is_a_config_error(self):
+        path = os.path.join(self.dir, "bad.toml")
+        with open(path, "w") as f:
+            f.write('[[site]]\nserver_names = ["x.test"]\nroot = "%s"\nhttps_redirect = "yes"\n'
+                    % self.dir)
+        result = subprocess.run([harness.BINARY, "-t", "--config", path], capture_output=True,
+                                text=True, timeout=30)
+        self.assertNotEqual(result.returncode, 0)
+        self.assertIn("https_redirect", result.stderr)
 
     def test_server_name_is_the_sites_name(self):
         # Issue 14, finding 7: the client's Host or absolute-form target must
