@@ -475,15 +475,7 @@ Http1Engine::Step Http1Engine::write_response() {
         bool skip_head = iov[0].iov_len == 0;
         // MSG_MORE: let the head share a segment with the first file bytes.
         ssize_t n = transport_.writev(iov + skip_head, skip_head ? 1 : 2, response.file_length);
-        if (n == kIoAgain) {
-            write_blocked_ = true;
-            return Step::Wait;
-        }
-        if (n < 0) {
-            if (!is_disconnect(errno))
-                log_info("send to %s: %s", info_.peer.to_string().c_str(), strerror(errno));
-            return Step::Close;
-        }
+        if (n < 0) return write_stalled(n);
         auto sent = size_t(n);
         size_t to_head = std::min(sent, response.head.size() - head_sent_);
         head_sent_ += to_head;
@@ -517,6 +509,18 @@ Http1Engine::Step Http1Engine::write_response() {
     }
     write_blocked_ = false;
     return finish_response(response.status, body_sent_);
+}
+
+// A write that did not go through: wait for room (the write edge brings us
+// back), or close a connection that is broken (a vanished peer quietly).
+Http1Engine::Step Http1Engine::write_stalled(ssize_t result) {
+    if (result == kIoAgain) {
+        write_blocked_ = true;
+        return Step::Wait;
+    }
+    if (!is_disconnect(errno))
+        log_info("send to %s: %s", info_.peer.to_string().c_str(), strerror(errno));
+    return Step::Close;
 }
 
 void Http1Engine::end_exchange() {

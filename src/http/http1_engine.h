@@ -184,6 +184,7 @@ private:
     Step respond_error(int status);
     Step fail_exchange(int status, std::string_view extra_headers = {});
     Step write_response();
+    Step write_stalled(ssize_t result);
     Step start_writing();
     void account(int status, uint64_t body_bytes);
     void end_exchange();

@@ -243,15 +243,7 @@ Http1Engine::Step Http1Engine::write_out() {
         if (bytes_this_pass_ >= kMaxBytesPerPass) return Step::Yield;
         iovec iov{s.out.data() + s.out_sent, s.out.size() - s.out_sent};
         ssize_t n = transport_.writev(&iov, 1, false);
-        if (n == kIoAgain) {
-            write_blocked_ = true;
-            return Step::Wait;
-        }
-        if (n < 0) {
-            if (!is_disconnect(errno))
-                log_info("send to %s: %s", info_.peer.to_string().c_str(), strerror(errno));
-            return Step::Close;
-        }
+        if (n < 0) return write_stalled(n);
         s.out_sent += size_t(n);
         out_.bytes_sent += uint64_t(n);
         bytes_this_pass_ += uint64_t(n);
