@@ -60,6 +60,16 @@ TlsTransport::~TlsTransport() {
 }
 
 void TlsTransport::close() {
+    // An orderly close says so: close_notify before the FIN (RFC 8446 §6.1).
+    // Without it a client that reads to the end (ab, HTTP/1.0 without
+    // keepalive) sees a truncation attack and counts the response as failed.
+    // Best effort on a non-blocking socket; never after a fatal error, where
+    // OpenSSL forbids SSL_shutdown, nor over a record still half-sent.
+    if (ssl_ && handshake_done_ && !broken_ && !shut_down_ && pending_ == 0) {
+        ERR_clear_error();
+        SSL_shutdown(ssl_);
+        ERR_clear_error();
+    }
     SSL_free(ssl_);
     ssl_ = nullptr;
     fd_.reset();
@@ -129,6 +139,7 @@ void TlsTransport::answer_plain_http() {
 }
 
 ssize_t TlsTransport::io_failed(int ssl_error) {
+    broken_ = true;
     // SSL_ERROR_SYSCALL leaves the socket's errno; a protocol error has none.
     if (ssl_error != SSL_ERROR_SYSCALL || errno == 0) errno = EPROTO;
     ERR_clear_error();
@@ -170,6 +181,7 @@ ssize_t TlsTransport::write_record(const char* data, size_t length) {
     int result = SSL_write_ex(ssl_, data, length, &written);
     if (result == 1) {
         pending_ = 0;
+        sent_ += length;
         return ssize_t(length);
     }
     int error = SSL_get_error(ssl_, result);
@@ -204,13 +216,14 @@ ssize_t TlsTransport::writev(const iovec* iov, int count, bool more) {
         if (index == count) return ssize_t(total);
         const char* data = static_cast<const char*>(iov[index].iov_base) + offset;
         size_t length = iov[index].iov_len - offset;
-        if (length < kRecordSize && index + 1 < count) {
+        size_t limit = record_limit();
+        if (length < limit && index + 1 < count) {
             // Gather the small pieces (a head and a body) into one record.
             char* record = record_buffer();
             size_t filled = 0;
-            for (int i = index; i < count && filled < kRecordSize; ++i) {
+            for (int i = index; i < count && filled < limit; ++i) {
                 size_t skip = i == index ? offset : 0;
-                size_t take = std::min(iov[i].iov_len - skip, kRecordSize - filled);
+                size_t take = std::min(iov[i].iov_len - skip, limit - filled);
                 if (take == 0) continue; // an empty piece may have no base at all
                 std::memcpy(record + filled, static_cast<const char*>(iov[i].iov_base) + skip,
                             take);
@@ -219,7 +232,7 @@ ssize_t TlsTransport::writev(const iovec* iov, int count, bool more) {
             data = record;
             length = filled;
         }
-        length = std::min(length, kRecordSize);
+        length = std::min(length, limit);
         ssize_t n = write_record(data, length);
         if (n < 0) return n == kIoAgain && total > 0 ? ssize_t(total) : n;
         total += length;
@@ -243,7 +256,7 @@ ssize_t TlsTransport::send_file(int file_fd, uint64_t offset, size_t length) {
     size_t total = 0;
     char* record = record_buffer();
     while (total < length && total < kFileBytesPerCall) {
-        size_t chunk = std::min(length - total, kRecordSize);
+        size_t chunk = std::min(length - total, record_limit());
         ssize_t n = ::pread(file_fd, record, chunk, off_t(offset + total));
         if (n < 0 && errno == EINTR) continue;
         if (n < 0) return total > 0 ? ssize_t(total) : kIoError;
@@ -260,6 +273,7 @@ void TlsTransport::shutdown_write() {
         ERR_clear_error();
         SSL_shutdown(ssl_); // close_notify (RFC 8446 §6.1); the socket may refuse it
         ERR_clear_error();
+        shut_down_ = true;
     }
     ::shutdown(fd_.get(), SHUT_WR);
 }

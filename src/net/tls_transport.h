@@ -81,6 +81,14 @@ public:
 
     // The most plaintext bytes per record (RFC 8446 §5.1).
     static constexpr size_t kRecordSize = 16384;
+    // The first bytes of a connection go out in records that fit one TCP
+    // segment (MSS 1460 less the record's 5-byte header, 16-byte tag and
+    // content type, with room for TCP options): a client can decrypt and
+    // start rendering the head of the first page from the first segments,
+    // instead of waiting for a whole 16 KiB record to arrive through a cold
+    // congestion window (h2o starts with small records for the same reason).
+    static constexpr size_t kSmallRecordSize = 1400;
+    static constexpr uint64_t kSmallRecordBytes = 16384; // how many bytes go that way
 
 private:
     // 1 when the handshake is done, else kIoAgain or kIoError.
@@ -94,6 +102,10 @@ private:
     ssize_t finish_pending();
     // errno for an SSL_ERROR_* that ends the connection; returns kIoError.
     ssize_t io_failed(int ssl_error);
+    // The most plaintext the next record may carry.
+    size_t record_limit() const {
+        return sent_ < kSmallRecordBytes ? kSmallRecordSize : kRecordSize;
+    }
 
     UniqueFd fd_;
     SSL* ssl_ = nullptr;
@@ -101,7 +113,10 @@ private:
     TlsCounters& counters_;
     std::string_view* protocol_out_ = nullptr;
     std::string_view* cipher_out_ = nullptr;
-    size_t pending_ = 0; // bytes of a record SSL_write must be called for again
+    size_t pending_ = 0;     // bytes of a record SSL_write must be called for again
+    uint64_t sent_ = 0;      // plaintext bytes written, for record_limit()
+    bool broken_ = false;    // a fatal error: no close_notify (OpenSSL forbids SSL_shutdown)
+    bool shut_down_ = false; // close_notify already sent
     bool handshake_done_ = false;
     bool want_write_ = false;
 };

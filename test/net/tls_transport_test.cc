@@ -6,12 +6,14 @@
 #include <cstdio>
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <numeric>
 #include <openssl/evp.h>
 #include <openssl/pem.h>
 #include <openssl/x509.h>
 #include <string>
 #include <sys/socket.h>
 #include <unistd.h>
+#include <vector>
 
 namespace lepus {
 namespace {
@@ -273,6 +275,43 @@ TEST_F(TlsTransportTest, CloseNotifyReadsAsTheEnd) {
     SSL_shutdown(client_);
     char buffer[64];
     EXPECT_EQ(server_->read(buffer, sizeof buffer), 0);
+}
+
+TEST_F(TlsTransportTest, TheFirstBytesGoOutInSmallRecords) {
+    handshake();
+    std::string body(40000, 'b');
+    iovec iov[1] = {{body.data(), body.size()}};
+    size_t written = 0;
+    std::vector<size_t> records; // SSL_read returns one record's plaintext at most
+    char buffer[65536];
+    while (written < body.size() || records.empty() ||
+           std::accumulate(records.begin(), records.end(), size_t{0}) < body.size()) {
+        if (written < body.size()) {
+            iov[0] = {body.data() + written, body.size() - written};
+            ssize_t n = server_->writev(iov, 1, false);
+            if (n > 0) written += size_t(n);
+        }
+        size_t n = 0;
+        if (SSL_read_ex(client_, buffer, sizeof buffer, &n) == 1) records.push_back(n);
+    }
+    size_t offset = 0;
+    for (size_t size : records) {
+        if (offset < TlsTransport::kSmallRecordBytes) {
+            EXPECT_LE(size, TlsTransport::kSmallRecordSize) << "at byte " << offset;
+        }
+        offset += size;
+    }
+    EXPECT_EQ(records.back(), 40000 - 12 * TlsTransport::kSmallRecordSize - 16384)
+        << "after the small ones, full records";
+}
+
+TEST_F(TlsTransportTest, AnOrderlyCloseSendsCloseNotify) {
+    handshake();
+    server_->close();
+    char buffer[64];
+    size_t n = 0;
+    EXPECT_EQ(SSL_read_ex(client_, buffer, sizeof buffer, &n), 0);
+    EXPECT_EQ(SSL_get_error(client_, 0), SSL_ERROR_ZERO_RETURN) << "close_notify, not a bare EOF";
 }
 
 TEST(TlsContext, ProtocolsAndErrorsNameTheFile) {
