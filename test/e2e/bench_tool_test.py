@@ -150,6 +150,36 @@ class BenchToolTest(unittest.TestCase):
                 self.assertTrue(os.path.exists(
                     os.path.join(self.out, "bench-pinned-%s.png" % name)), name)
 
+    @unittest.skipUnless(shutil.which("wrk") and shutil.which("ab") and shutil.which("openssl"),
+                         "wrk, ab or openssl missing")
+    def test_tls_scenarios_use_the_tls_listener_without_errors(self):
+        """The TLS scenarios run on each server's HTTPS listener (one certificate
+        for all, made with openssl): keepalive wrk and ab's handshake per request
+        without a failed response (ab counts a close without close_notify as
+        one), and the idle TLS connections held and measured."""
+        port = free_port_pair(count=102)  # plain ports p, p+1; TLS ports p+100, p+101
+        result = run_tool(["--servers", "lepus", "--lepus", BINARY, "--lepus-before", BINARY,
+                           "--scenarios", "tls-small,tls-ab,tls-idle", "--modes", "pinned",
+                           "--rounds", "1", "--round-seconds", "1", "--warmup-seconds", "0",
+                           "--idle-connections", "40", "--no-charts", "--out", self.out,
+                           "--port-base", str(port)])
+        self.assertEqual(result.returncode, 0, result.stderr)
+        with open(os.path.join(self.out, "results.csv")) as f:
+            rows = [row for row in csv.DictReader(f)]
+        by_test = {}
+        for row in rows:
+            by_test.setdefault(row["test"], []).append(row)
+        self.assertEqual(sorted(by_test), ["tls ab", "tls idle 0k", "tls small"])
+        for test in ("tls ab", "tls small"):
+            self.assertEqual(sorted(row["server"] for row in by_test[test]),
+                             ["lepus", "lepus-before"])
+            for row in by_test[test]:
+                self.assertGreater(float(row["rps"]), 0, row)
+                self.assertEqual(int(row["failed"]) + int(row["non2xx"]), 0, row)
+        for row in by_test["tls idle 0k"]:
+            self.assertEqual(int(row["idle_held"]), 40, row)
+            self.assertEqual(int(row["idle_still_open"]), 40, row)
+
     def test_unknown_server_is_one_line_and_exit_2(self):
         result = run_tool(["--quick", "--servers", "lepus,nosuch", "--out", self.out])
         self.assertEqual(result.returncode, 2)

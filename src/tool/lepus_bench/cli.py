@@ -219,6 +219,20 @@ def check_answers(server, php, notes):
     return True
 
 
+def check_tls_answer(server, tls, notes):
+    """Sits a server out of the TLS scenarios when its TLS listener does not give
+    back index.html; says which servers have none. Always True (the plain
+    scenarios still run)."""
+    if tls and server.tls_port:
+        status, body = loadgen.https_get(server.tls_port, "/")
+        if status != 200 or body != servers.INDEX_HTML.encode():
+            server.tls_note = "GET / over TLS answered %s with %d bytes" % (status, len(body))
+            server.tls_port = None
+    if tls and server.tls_note:
+        notes.append("%s: TLS scenarios skipped: %s" % (server.name, server.tls_note))
+    return True
+
+
 def run_mode(args, mode, params, lepus, root, tmp, jobs, progress, rows, notes):
     """Starts every server of one mode at once (each idles until its turn), runs
     the mode's scenarios in interleaved rounds, stops them all."""
@@ -227,6 +241,7 @@ def run_mode(args, mode, params, lepus, root, tmp, jobs, progress, rows, notes):
     workers = 1 if pinned else 2
     nofile = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
     needs_php = any(job[1].php for job in jobs)
+    tls = servers.TlsSetup(os.path.join(tmp, "tls")) if any(job[1].tls for job in jobs) else None
     started = []
     try:
         ports = {name: args.port_base + i for i, name in enumerate(args.server_list)}
@@ -246,10 +261,10 @@ def run_mode(args, mode, params, lepus, root, tmp, jobs, progress, rows, notes):
                 name, ports[name], root, os.path.join(tmp, mode, name), workers, server_cpus,
                 fpm.socket if fpm else None, args.access_log, nofile,
                 lepus=lepus_binary(args, name, lepus),
-                io=args.io_list[0] if name == servers.LEPUS_BEFORE else None)
+                io=args.io_list[0] if name == servers.LEPUS_BEFORE else None, tls=tls)
             server.fpm = fpm
             started.append(server)
-            if check_answers(server, needs_php, notes):
+            if check_answers(server, needs_php, notes) and check_tls_answer(server, tls, notes):
                 live[name] = server
         turns = rounds.Turns(mode, live, params, client_cpus, progress, rows, notes)
         for _, scenario in jobs:
@@ -291,6 +306,8 @@ def required_programs(args):
     names = {"taskset"} if "pinned" in args.mode_list else set()
     for name in args.scenario_list:
         names.update(scenarios.BY_NAME[name].needs)
+        if scenarios.BY_NAME[name].tls:
+            names.add("openssl")
     for name in args.server_list:
         if name in servers.SERVER_PROGRAMS:
             names.add(servers.SERVER_PROGRAMS[name])

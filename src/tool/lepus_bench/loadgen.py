@@ -8,6 +8,7 @@ import os
 import re
 import selectors
 import socket
+import ssl
 import subprocess
 import tempfile
 import threading
@@ -139,11 +140,15 @@ def _tail(text, lines=3):
 
 class IdleConnections:
     """Holds N keepalive connections open, each after one answered request,
-    so they are idle keepalive connections in the server (not half-open)."""
+    so they are idle keepalive connections in the server (not half-open).
+    With tls=True each is a TLS connection, handshaken one after another."""
 
-    def __init__(self, port, count, batch=250, timeout=10):
+    def __init__(self, port, count, batch=250, timeout=10, tls=False):
         self.sockets = []
         request = b"GET / HTTP/1.1\r\nHost: localhost\r\n\r\n"
+        if tls:
+            self._open_tls(port, count, request, timeout)
+            return
         for first in range(0, count, batch):
             opened = []
             for _ in range(min(batch, count - first)):
@@ -157,6 +162,34 @@ class IdleConnections:
             self.sockets.extend(answered)
             if len(answered) < len(opened) or len(opened) < min(batch, count - first):
                 break  # the server refused or dropped some: it holds no more
+
+    def _open_tls(self, port, count, request, timeout):
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE  # lepus-bench's own self-signed certificate
+        for _ in range(count):
+            try:
+                raw = socket.create_connection(("127.0.0.1", port), timeout=timeout)
+                s = context.wrap_socket(raw, server_hostname="localhost")
+                s.sendall(request)
+                data = b""
+                while not _response_complete(data):
+                    chunk = s.recv(65536)
+                    if not chunk:
+                        raise OSError("closed")
+                    data += chunk
+            except OSError:
+                break  # the server holds no more
+            self.sockets.append(s)
+
+    def still_open(self):
+        """How many of the held connections the server has not closed."""
+        selector = selectors.DefaultSelector()
+        for s in self.sockets:
+            selector.register(s, selectors.EVENT_READ)
+        closed = len(selector.select(timeout=0))  # readable = EOF or reset here
+        selector.close()
+        return len(self.sockets) - closed
 
     @staticmethod
     def _read_responses(sockets, timeout):
@@ -193,15 +226,6 @@ class IdleConnections:
             s.close()
         selector.close()
         return answered
-
-    def still_open(self):
-        """How many of the held connections the server has not closed."""
-        selector = selectors.DefaultSelector()
-        for s in self.sockets:
-            selector.register(s, selectors.EVENT_READ)
-        closed = len(selector.select(timeout=0))  # readable = EOF or reset here
-        selector.close()
-        return len(self.sockets) - closed
 
     def close(self):
         for s in self.sockets:
@@ -277,6 +301,22 @@ def http_get(port, path, timeout=10):
     """One request on a new connection: (status, body) using the stdlib client;
     (None, error text) when the server did not answer HTTP."""
     connection = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
+    try:
+        connection.request("GET", path, headers={"Host": "localhost"})
+        response = connection.getresponse()
+        return response.status, response.read()
+    except (OSError, http.client.HTTPException) as error:
+        return None, str(error).encode()
+    finally:
+        connection.close()
+
+
+def https_get(port, path, timeout=10):
+    """http_get over TLS, without checking lepus-bench's self-signed certificate."""
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE
+    connection = http.client.HTTPSConnection("127.0.0.1", port, timeout=timeout, context=context)
     try:
         connection.request("GET", path, headers={"Host": "localhost"})
         response = connection.getresponse()

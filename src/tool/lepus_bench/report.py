@@ -23,12 +23,16 @@ LABELS = {
     "small": "wrk -c100 `/`", "4k": "wrk -c100 4 KiB",
     "100k": "wrk -c100 100 KiB", "c1000": "wrk -c1000 `/`", "10m": "wrk -c10 10 MiB",
     "php wrk": "wrk -c50 hello.php", "php ab": "ab -c50 hello.php",
-    "idle 0": "wrk -c50 `/`, no idle connections", "slowloris": "slowloris (slowhttptest -H)"}
+    "idle 0": "wrk -c50 `/`, no idle connections", "slowloris": "slowloris (slowhttptest -H)",
+    "tls small": "HTTPS wrk -c100 `/`", "tls 4k": "HTTPS wrk -c100 4 KiB",
+    "tls 100k": "HTTPS wrk -c100 100 KiB", "tls ab": "HTTPS ab -c100, a handshake per request"}
 # Short names under the bars (the tables carry the long ones).
 CHART_LABELS = {"ab": "ab", "ab-big": "ab -c1000", "ab-k": "ab -k", "close": "wrk close",
                 "small": "wrk /",
                 "4k": "wrk 4 KiB", "100k": "wrk 100 KiB", "c1000": "wrk -c1000 /",
-                "php wrk": "wrk php", "php ab": "ab php", "idle 0": "wrk -c50 /"}
+                "php wrk": "wrk php", "php ab": "ab php", "idle 0": "wrk -c50 /",
+                "tls small": "https /", "tls 4k": "https 4 KiB", "tls 100k": "https 100 KiB",
+                "tls ab": "https ab"}
 CHART_TESTS_EXCLUDED = ("10m", "slowloris")  # MB/s and seconds: not request rates
 # Fields summarised by the largest round, not the median: allocators keep the
 # memory the first idle round grew, so later rounds of the same server show ~0.
@@ -36,6 +40,8 @@ MAX_FIELDS = ("rss_per_idle_kib",)
 
 
 def label(test):
+    if test.startswith("tls idle "):
+        return "HTTPS: %s idle TLS connections held (memory each)" % test.split()[2]
     if test.startswith("idle ") and test != "idle 0":
         return "wrk -c50 `/`, %s idle connections held" % test.split()[1]
     return LABELS.get(test, test)
@@ -110,6 +116,8 @@ def cell(test, m):
         elif "rps" in m:
             text += "; ab -c10 meanwhile got nothing in 30 s"
         return text
+    if test.startswith("tls idle "):
+        return "%d held, %.2f KiB each" % (m.get("idle_held", 0), m.get("rss_per_idle_kib", 0))
     if test == "10m":
         text = "%.2f GB/s" % (m["mbps"] / 1000)
         if m.get("server_cores", 0) > 0.01:
@@ -215,7 +223,7 @@ def _engines_line(meta):
 
 def _tests(table, mode):
     order = ["ab", "ab-big", "ab-k", "close", "small", "4k", "100k", "c1000", "10m", "php wrk",
-             "php ab", "idle 0"]
+             "php ab", "idle 0", "tls small", "tls 4k", "tls 100k", "tls ab"]
     present = {test for (m, test, _) in table if m == mode}
     tests = [t for t in order if t in present]
     tests += sorted(t for t in present if t not in order and t != "slowloris")
@@ -236,7 +244,8 @@ def charts(out, meta, table, verdict=()):
             png = _ratio_chart(gnuplot, out, mode, [e for e in verdict if e["mode"] == mode],
                                _tests(table, mode), name, title)
             drawn += [png] if png else []
-        tests = [t for t in _tests(table, mode) if t not in CHART_TESTS_EXCLUDED]
+        tests = [t for t in _tests(table, mode)
+                 if t not in CHART_TESTS_EXCLUDED and not t.startswith("tls idle")]
         if not tests:
             continue
         for field, title, suffix in (

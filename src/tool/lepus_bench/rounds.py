@@ -54,7 +54,8 @@ class Turns:
         """Warm-up, then the rounds; appends a row per server, test and round.
         Returns the estimated seconds of the turns it ran (for the progress)."""
         names = [name for name, server in self.live.items()
-                 if not (scenario.php and server.php_note)]
+                 if not (scenario.php and server.php_note) and
+                 not (scenario.tls and not server.tls_port)]
         rounds = rounds_of(scenario, rounds)
         done = 0.0
         if not scenario.once and self.params.warmup_seconds:

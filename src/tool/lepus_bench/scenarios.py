@@ -60,18 +60,20 @@ def measure(ctx, server, cmd, parse, timeout=None):
     return metrics
 
 
-def url(server, path="/"):
+def url(server, path="/", tls=False):
+    if tls:
+        return "https://127.0.0.1:%d%s" % (server.tls_port, path)
     return "http://127.0.0.1:%d%s" % (server.port, path)
 
 
-def wrk(ctx, server, path, connections, headers=()):
-    cmd = loadgen.wrk_command(url(server, path), connections, ctx.seconds, headers=headers)
+def wrk(ctx, server, path, connections, headers=(), tls=False):
+    cmd = loadgen.wrk_command(url(server, path, tls), connections, ctx.seconds, headers=headers)
     return measure(ctx, server, cmd, loadgen.parse_wrk, timeout=ctx.seconds + 60)
 
 
-def ab(ctx, server, path, concurrency, keepalive=False, tolerate=False):
+def ab(ctx, server, path, concurrency, keepalive=False, tolerate=False, tls=False):
     """ab for this turn's seconds (-t)."""
-    cmd = loadgen.ab_command(url(server, path), concurrency, seconds=ctx.seconds,
+    cmd = loadgen.ab_command(url(server, path, tls), concurrency, seconds=ctx.seconds,
                              keepalive=keepalive, tolerate_errors=tolerate)
     return measure(ctx, server, cmd, loadgen.parse_ab, timeout=ctx.seconds + 60)
 
@@ -92,6 +94,23 @@ def run_idle(ctx, server):
         held.close()
     base["idle_held"] = 0
     return [("idle 0", base), ("idle %dk" % (ctx.params.idle_connections // 1000), loaded)]
+
+
+def run_tls_idle(ctx, server):
+    """Memory per idle TLS connection: N connections held after a handshake and
+    one answered request each (the TLS issue's target: at or below nginx's)."""
+    rss_before = procstat.rss_bytes([server.pid])
+    held = loadgen.IdleConnections(server.tls_port, ctx.params.idle_connections, tls=True)
+    try:
+        time.sleep(0.5)
+        rss_held = procstat.rss_bytes([server.pid])
+        row = {"rps": 0.0, "idle_held": len(held.sockets), "idle_still_open": held.still_open(),
+               "rss_per_idle_kib": (rss_held - rss_before) / 1024 / max(1, len(held.sockets)),
+               "server_rss_mb": rss_held / 1e6, "server_cores": 0.0, "client_cores": 0.0,
+               "generator_bound": False}
+    finally:
+        held.close()
+    return [("tls idle %dk" % (ctx.params.idle_connections // 1000), row)]
 
 
 def run_slowloris(ctx, server):
@@ -152,7 +171,7 @@ class Scenario:
     one turn of it, and how to warm a server up for it."""
 
     def __init__(self, name, describe, needs, estimate, run, quick=True, pinned_only=False,
-                 php=False, once=False, warm_up=None):
+                 php=False, once=False, warm_up=None, tls=False):
         self.name = name
         self.describe = describe
         self.needs = needs
@@ -161,6 +180,7 @@ class Scenario:
         self.quick = quick
         self.pinned_only = pinned_only
         self.php = php
+        self.tls = tls  # on each server's TLS listener (servers without one sit it out)
         self.once = once  # one round, no warm-up, whatever --rounds says (it is long)
         # (Context, Server) -> None; by default one turn of the scenario itself.
         self.warm_up = warm_up or (lambda ctx, server: self.run(ctx, server))
@@ -204,6 +224,18 @@ SCENARIOS = [
              lambda c, s: [("php wrk", wrk(c, s, "/hello.php", 50)),
                            ("php ab", ab(c, s, "/hello.php", 50))],
              php=True),
+    Scenario("tls-small", "wrk -t1 -c100 on / over HTTPS (keepalive)", ["wrk"], _turn,
+             _single("tls small", lambda c, s: wrk(c, s, "/", 100, tls=True)), tls=True),
+    Scenario("tls-4k", "wrk -t1 -c100 on /4k.html over HTTPS", ["wrk"], _turn,
+             _single("tls 4k", lambda c, s: wrk(c, s, "/4k.html", 100, tls=True)), tls=True),
+    Scenario("tls-100k", "wrk -t1 -c100 on /100k.bin over HTTPS", ["wrk"], _turn,
+             _single("tls 100k", lambda c, s: wrk(c, s, "/100k.bin", 100, tls=True)),
+             tls=True),
+    Scenario("tls-ab", "ab -c 100 over HTTPS for a turn: a full handshake per request", ["ab"],
+             _turn, _single("tls ab", lambda c, s: ab(c, s, "/", 100, tls=True)), tls=True),
+    Scenario("tls-idle", "N idle TLS connections held: memory per connection", [],
+             lambda p, seconds: p.idle_connections / 1000 + 3, run_tls_idle, pinned_only=True,
+             once=True, tls=True),
     Scenario("idle", "wrk -c50 on / with 0 and with N idle keepalive connections held",
              ["wrk"], lambda p, seconds: 2 * seconds + p.idle_connections / 2500 + 3, run_idle,
              pinned_only=True, warm_up=lambda c, s: wrk(c, s, "/", 50)),

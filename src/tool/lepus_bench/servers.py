@@ -30,7 +30,14 @@ LEPUS_BEFORE = "lepus-before"
 # Program -> Debian package, for the one-line "install this" message.
 PACKAGES = {"wrk": "wrk", "ab": "apache2-utils", "nginx": "nginx", "apache2": "apache2",
             "lighttpd": "lighttpd", "h2o": "h2o", "php-fpm": "php-fpm",
-            "gnuplot": "gnuplot-nox", "slowhttptest": "slowhttptest", "taskset": "util-linux"}
+            "gnuplot": "gnuplot-nox", "slowhttptest": "slowhttptest", "taskset": "util-linux",
+            "openssl": "openssl", "h2load": "nghttp2-client"}
+# The servers that take part in the TLS scenarios (apache's mod_ssl is left out:
+# the TLS issue compares lepus with nginx, h2o and lighttpd).
+TLS_SERVERS = ("nginx", "h2o", "lighttpd")
+LIGHTTPD_OPENSSL = "/usr/lib/lighttpd/mod_openssl.so"
+# A server's TLS port: its plain port plus this.
+TLS_PORT_OFFSET = 100
 SERVER_PROGRAMS = {"nginx": "nginx", "apache": "apache2", "lighttpd": "lighttpd", "h2o": "h2o"}
 APACHE_MODULES = "/usr/lib/apache2/modules"
 BACKLOG = 4096
@@ -150,6 +157,56 @@ def render(template_name, destination, values):
     return destination
 
 
+class TlsSetup:
+    """One certificate and key for every server (ECDSA P-256, self-signed for
+    localhost, made with the openssl command), so that all negotiate the same
+    TLS 1.3 handshake and cipher."""
+
+    def __init__(self, tmp):
+        os.makedirs(tmp, exist_ok=True)
+        self.cert = os.path.join(tmp, "cert.pem")
+        self.key = os.path.join(tmp, "key.pem")
+        result = subprocess.run(
+            [find_program("openssl"), "req", "-x509", "-newkey", "ec", "-pkeyopt",
+             "ec_paramgen_curve:prime256v1", "-nodes", "-days", "7", "-subj", "/CN=localhost",
+             "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1", "-keyout", self.key,
+             "-out", self.cert], capture_output=True, text=True, check=False)
+        if result.returncode != 0:
+            raise BenchError("openssl could not make the test certificate: %s"
+                             % result.stderr.strip().splitlines()[-1:])
+        os.chmod(self.key, 0o644)  # servers that drop root read it as www-data
+        os.chmod(tmp, 0o755)
+
+
+def supports_tls(name, lepus=None):
+    """Whether a server takes part in the TLS scenarios (a lepus: if it has --tls-cert)."""
+    if is_lepus(name):
+        return bool(lepus) and lepus_has_flag(lepus, "--tls-cert")
+    if name == "lighttpd":
+        return os.path.exists(LIGHTTPD_OPENSSL)
+    return name in TLS_SERVERS
+
+
+def _tls_values(name, tls, tls_port):
+    """The template lines of a server's TLS listener (empty without TLS)."""
+    if not tls:
+        return {"TLS_LINES": "", "TLS_MODULE": ""}
+    if name == "nginx":
+        lines = ("listen 127.0.0.1:%d ssl backlog=%d;\n        ssl_certificate %s;\n"
+                 "        ssl_certificate_key %s;" % (tls_port, BACKLOG, tls.cert, tls.key))
+    elif name == "h2o":
+        # h2o takes a second top-level listen (a list is refused by 2.2).
+        lines = ("listen:\n  host: 127.0.0.1\n  port: %d\n  ssl:\n    certificate-file: %s\n"
+                 "    key-file: %s" % (tls_port, tls.cert, tls.key))
+    elif name == "lighttpd":
+        lines = ('$SERVER["socket"] == "127.0.0.1:%d" {\n    ssl.engine = "enable"\n'
+                 '    ssl.pemfile = "%s"\n    ssl.privkey = "%s"\n}' % (tls_port, tls.cert,
+                                                                      tls.key))
+    else:
+        lines = ""
+    return {"TLS_LINES": lines, "TLS_MODULE": ', "mod_openssl"' if name == "lighttpd" else ""}
+
+
 class Process:
     """A foreground process tree we started and stop by pid."""
 
@@ -254,10 +311,18 @@ class Server:
     """One web server under test, listening on 127.0.0.1:port."""
 
     def __init__(self, name, port, root, tmp, workers, cpus, fpm_socket, access_log, nofile,
-                 lepus=None, io=None):
-        """lepus and io: the binary and event engine, for a lepus server."""
+                 lepus=None, io=None, tls=None):
+        """lepus and io: the binary and event engine, for a lepus server; tls: a
+        TlsSetup when the TLS scenarios run (a server that supports TLS then also
+        listens on port + TLS_PORT_OFFSET)."""
         self.name = name
         self.port = port
+        self.tls_port = None
+        self.tls_note = None  # set when this server cannot run the TLS scenarios
+        if tls and supports_tls(name, lepus):
+            self.tls_port = port + TLS_PORT_OFFSET
+        elif tls:
+            self.tls_note = "no TLS listener in lepus-bench for %s" % name
         self.tmp = tmp
         self.php_note = None  # set when this server cannot run the PHP scenario
         self.fpm = None  # its own PhpFpm, when the PHP scenario runs
@@ -272,6 +337,7 @@ class Server:
         values = {"TMP": tmp, "PORT": port, "ROOT": root, "WORKERS": workers,
                   "FPM_SOCKET": fpm_socket or os.path.join(tmp, "no-php.sock"),
                   "BACKLOG": BACKLOG, "NOFILE": nofile, "MAX_CONNECTIONS": nofile - 100}
+        values.update(_tls_values(name, tls if self.tls_port else None, self.tls_port))
         stop_signal = signal.SIGTERM
         if is_lepus(name):
             io = io or lepus_io(name) or DEFAULT_IO
@@ -283,6 +349,9 @@ class Server:
             # even then, so that such a lepus fails to start and says why.
             if io != DEFAULT_IO or lepus_has_flag(lepus, "--io"):
                 cmd += ["--io", io]
+            if self.tls_port:
+                cmd += ["--listen", "https://127.0.0.1:%d" % self.tls_port,
+                        "--tls-cert", tls.cert, "--tls-key", tls.key]
             if fpm_socket:
                 if lepus_has_flag(lepus, "--fastcgi"):
                     cmd += ["--fastcgi", "unix:" + fpm_socket]
@@ -321,6 +390,9 @@ class Server:
         self.process = Process(name, cmd, tmp, cpus, stop_signal=stop_signal)
         try:
             wait_until_connectable(self.process, ("127.0.0.1", port), name)
+            if self.tls_port:
+                wait_until_connectable(self.process, ("127.0.0.1", self.tls_port),
+                                       name + " (TLS)")
         except BenchError as error:
             if io and io != DEFAULT_IO and not lepus_has_flag(lepus, "--io"):
                 raise BenchError("%s (this lepus has no --io flag: build one with the %s "
