@@ -154,6 +154,9 @@ UniqueFd open_tcp_listener(const SocketAddress& address, const ListenOptions& op
     // listener's socket for each child): one setsockopt here instead of one per
     // connection. Responses go out in one writev, so Nagle would only delay them.
     setsockopt(fd.get(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    if (options.defer_accept_s > 0)
+        setsockopt(fd.get(), IPPROTO_TCP, TCP_DEFER_ACCEPT, &options.defer_accept_s,
+                   sizeof options.defer_accept_s);
     // [::]:80 serves IPv6 only, so that 0.0.0.0:80 can be listed beside it as in
     // nginx; a bare port serves both (set either way: the sysctl bindv6only varies).
     int v6_only_value = v6_only ? 1 : 0;

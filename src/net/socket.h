@@ -53,6 +53,12 @@ std::optional<SocketAddress> parse_listen_address(std::string_view text);
 struct ListenOptions {
     int backlog = 4096;
     bool reuse_port = false;
+    // TCP_DEFER_ACCEPT, in seconds (0: off): the kernel completes the handshake
+    // but hands the connection to accept() only once its first bytes arrived
+    // (or, for a client that sends nothing, after about this long), so an
+    // accepted connection can be read and answered at once, without a round
+    // through the poller. nginx's `listen ... deferred`; h2o sets it always.
+    int defer_accept_s = 0;
 };
 
 // A non-blocking, close-on-exec listening TCP socket bound to `address`.

@@ -164,7 +164,8 @@ int usage_error(const std::string& message) {
 struct OptionTexts {
     std::string keepalive_timeout, header_timeout, body_timeout, send_timeout, shutdown_timeout;
     std::string fastcgi_queue_timeout, fastcgi_timeout, fastcgi_idle_timeout;
-    std::string max_body_size, dotfiles = "deny", accept = "acceptor", io = "epoll";
+    std::string max_body_size, dotfiles = "deny", accept = "auto", io = "epoll";
+    std::string defer_accept = "on";
     bool no_pin = false;
 };
 
@@ -190,8 +191,10 @@ void add_listening_options(CLI::App& app, ServerOptions& options, OptionTexts& t
     app.add_option("--threads", options.threads, "Reactor threads (default: online cores)")
         ->check(CLI::Range(1u, 1024u));
     app.add_flag("--no-pin", no_pin, "Do not pin reactor threads to cores");
-    app.add_option("--accept", accept, "acceptor (one thread hands off) or reuseport")
-        ->check(CLI::IsMember({"acceptor", "reuseport"}));
+    app.add_option("--accept", accept,
+                   "auto, acceptor (one thread hands off) or reuseport (each reactor accepts)")
+        ->capture_default_str()
+        ->check(CLI::IsMember({"auto", "acceptor", "reuseport"}));
     app.add_option("--io", io, "Event engine: epoll (default) or uring (io_uring)")
         ->check(CLI::IsMember({"epoll", "uring"}));
     list_option(app.add_option("--real-ip-from", options.real_ip_from,
@@ -210,6 +213,11 @@ void add_listening_options(CLI::App& app, ServerOptions& options, OptionTexts& t
     app.add_option("--backlog", options.backlog, "Listen backlog")
         ->group("Listening")
         ->check(CLI::Range(1, 1 << 20));
+    app.add_option("--defer-accept", texts.defer_accept,
+                   "on: accept a TCP connection once its request arrived (TCP_DEFER_ACCEPT)")
+        ->group("Listening")
+        ->capture_default_str()
+        ->check(CLI::IsMember({"on", "off"}));
     app.option_defaults()->group(kLimits);
     app.add_option("--max-connections", options.max_connections,
                    "Connections above this get 503 (default: from RLIMIT_NOFILE)")
@@ -398,9 +406,11 @@ std::string finish_options(const CLI::App& app, ServerOptions& options, const Op
         TrustedProxies(std::move(trusted), std::count(options.real_ip_from.begin(),
                                                       options.real_ip_from.end(), "unix:") > 0);
     options.dotfiles_allow = texts.dotfiles == "allow";
-    options.accept_mode =
-        texts.accept == "reuseport" ? AcceptMode::ReusePort : AcceptMode::Acceptor;
+    options.accept_mode = texts.accept == "reuseport"  ? AcceptMode::ReusePort
+                          : texts.accept == "acceptor" ? AcceptMode::Acceptor
+                                                       : AcceptMode::Auto;
     options.io = *parse_io_backend(texts.io);
+    options.defer_accept = texts.defer_accept == "on";
     if (options.header_timeout_ms == 0 || options.keepalive_timeout_ms == 0 ||
         options.body_timeout_ms == 0 || options.send_timeout_ms == 0 ||
         options.shutdown_timeout_ms == 0)

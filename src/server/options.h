@@ -4,6 +4,7 @@
 
 #include "net/poller.h"
 #include "net/proxy_protocol.h"
+#include "net/socket.h"
 #include "server/config_file.h"
 
 #include <cstdint>
@@ -12,16 +13,19 @@
 
 namespace lepus {
 
-enum class AcceptMode { Acceptor, ReusePort };
+// --accept: auto (the acceptor thread when it can have a core of its own, else
+// each reactor accepts for itself), acceptor, or reuseport (in the reactors).
+enum class AcceptMode { Auto, Acceptor, ReusePort };
 
 struct ServerOptions {
     std::string root = ".";
     std::vector<std::string> listen = {"8080"}; // IPv4 and IPv6 ([::] dual-stack)
     unsigned threads = 0;                       // 0: one reactor per online core
     bool pin_threads = true;
-    AcceptMode accept_mode = AcceptMode::Acceptor;
+    AcceptMode accept_mode = AcceptMode::Auto;
     IoBackend io = IoBackend::Epoll; // uring falls back to epoll where refused
     int backlog = 4096;
+    bool defer_accept = true;    // --defer-accept on|off: TCP_DEFER_ACCEPT on TCP listeners
     int64_t max_connections = 0; // 0: derived from RLIMIT_NOFILE
 
     std::string access_log = "-";
@@ -73,6 +77,18 @@ struct TlsSettings;
 TlsSettings tls_settings(const ServerOptions& options);
 // Whether TLS is in use: an https:// listener, --tls-cert or a site's tls.
 bool uses_tls(const ServerOptions& options);
+
+// How long the kernel holds a connection that has sent nothing before it is
+// accepted anyway (--defer-accept on): one SYN-ACK retransmission. A client
+// that sends its request with the handshake's last ACK (browsers, ab, wrk,
+// TLS clients with their ClientHello) is accepted at once; a silent one about
+// a second later, and then meets --header-timeout as before.
+inline constexpr int kDeferAcceptSeconds = 1;
+
+// The listen(2) settings of `options` for a new TCP listener.
+inline ListenOptions listen_options(const ServerOptions& options, bool reuse_port) {
+    return {options.backlog, reuse_port, options.defer_accept ? kDeferAcceptSeconds : 0};
+}
 
 // What parse_command_line decided.
 struct CommandLineResult {

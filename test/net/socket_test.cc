@@ -123,3 +123,35 @@ TEST(OpenListener, AcceptedSocketsInheritNoDelay) {
     ASSERT_EQ(getsockopt(server.get(), IPPROTO_TCP, TCP_NODELAY, &value, &length), 0);
     EXPECT_EQ(value, 1);
 }
+
+// --defer-accept on: a connection that has sent nothing is not handed to
+// accept(); its first bytes make it acceptable, with the bytes already there.
+TEST(OpenListener, DeferAcceptHoldsASilentConnectionUntilItsRequest) {
+    std::string error;
+    auto address = lepus::parse_listen_address("127.0.0.1:0");
+    ASSERT_TRUE(address);
+    lepus::ListenOptions options;
+    options.defer_accept_s = 1;
+    lepus::UniqueFd listener = lepus::open_listener(*address, options, error);
+    ASSERT_TRUE(listener) << error;
+    int value = 0;
+    socklen_t length = sizeof value;
+    ASSERT_EQ(getsockopt(listener.get(), IPPROTO_TCP, TCP_DEFER_ACCEPT, &value, &length), 0);
+    EXPECT_GT(value, 0);
+    lepus::SocketAddress bound = lepus::local_address(listener.get());
+    lepus::UniqueFd client(::socket(AF_INET, SOCK_STREAM, 0));
+    ASSERT_EQ(::connect(client.get(), &bound.storage.any, bound.length), 0);
+    ::usleep(50000); // the handshake is long done: only the deferral holds it back
+    EXPECT_LT(::accept4(listener.get(), nullptr, nullptr, SOCK_CLOEXEC), 0);
+    EXPECT_EQ(errno, EAGAIN);
+    ASSERT_EQ(::write(client.get(), "GET", 3), 3);
+    int accepted = -1;
+    for (int i = 0; i < 500 && accepted < 0; ++i) {
+        accepted = ::accept4(listener.get(), nullptr, nullptr, SOCK_CLOEXEC);
+        if (accepted < 0) ::usleep(1000);
+    }
+    ASSERT_GE(accepted, 0);
+    lepus::UniqueFd server(accepted);
+    char buffer[8];
+    EXPECT_EQ(::recv(server.get(), buffer, sizeof buffer, MSG_DONTWAIT), 3);
+}
