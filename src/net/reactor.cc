@@ -49,6 +49,27 @@ void Reactor::request_stop() {
     [[maybe_unused]] ssize_t n = write(wake_fd_.get(), &one, sizeof one);
 }
 
+void Reactor::post(std::function<void()> task) {
+    {
+        std::lock_guard lock(posted_mutex_);
+        posted_.push_back(std::move(task));
+    }
+    has_posted_.store(true, std::memory_order_release);
+    uint64_t one = 1;
+    [[maybe_unused]] ssize_t n = write(wake_fd_.get(), &one, sizeof one);
+}
+
+void Reactor::run_posted() {
+    std::vector<std::function<void()>> tasks;
+    {
+        std::lock_guard lock(posted_mutex_);
+        tasks.swap(posted_);
+        has_posted_.store(false, std::memory_order_relaxed);
+    }
+    for (auto& task : tasks)
+        task();
+}
+
 bool Reactor::hand_off(const AcceptedSocket& socket) {
     return inbox_.try_push(socket);
 }
@@ -204,6 +225,7 @@ void Reactor::run() {
     ReadyEvent events[kMaxEvents];
     for (;;) {
         drain_inbox();
+        if (has_posted_.load(std::memory_order_acquire)) run_posted();
         if (stop_requested_.load(std::memory_order_relaxed) && !draining_) start_draining();
         if (draining_) {
             if (live_ == 0) break;

@@ -24,7 +24,9 @@
 #include <atomic>
 #include <cstdint>
 #include <ctime>
+#include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -84,6 +86,9 @@ public:
     // --- any thread ---
     // Starts a graceful stop (idempotent).
     void request_stop();
+    // Runs `task` on the reactor thread at its next turn (a SIGHUP's listener
+    // changes; rare work, never per request: it takes a mutex).
+    void post(std::function<void()> task);
     // --- acceptor thread only ---
     // Queues a socket for this reactor; false when the ring is full.
     bool hand_off(const AcceptedSocket& socket);
@@ -132,6 +137,7 @@ private:
     }
     EventHandler* lookup(uint64_t cookie) const;
     void drain_inbox();
+    void run_posted();
     void run_deferred();
     void dispatch(const ReadyEvent& event);
     void update_clock();
@@ -157,6 +163,9 @@ private:
 
     alignas(64) std::atomic<bool> sleeping_{false};
     std::atomic<bool> stop_requested_{false};
+    std::atomic<bool> has_posted_{false};
+    std::mutex posted_mutex_;
+    std::vector<std::function<void()>> posted_;
     bool draining_ = false;
     uint64_t drain_deadline_ms_ = 0;
 };

@@ -20,4 +20,37 @@ void ReusePortListener::on_events(uint32_t) {
     }
 }
 
+std::shared_ptr<ReusePortListener> ReusePortListeners::make(size_t reactor, UniqueFd fd, bool tls) {
+    return std::make_shared<ReusePortListener>(*reactors_[reactor], std::move(fd), live_total_,
+                                               max_connections_, tls);
+}
+
+void ReusePortListeners::start(const std::string& text, std::vector<UniqueFd> fds, bool tls) {
+    for (size_t i = 0; i < reactors_.size() && i < fds.size(); ++i) {
+        auto listener = make(i, std::move(fds[i]), tls);
+        listener->start();
+        per_reactor_[i][text] = std::move(listener);
+    }
+}
+
+void ReusePortListeners::add_running(const std::string& text, std::vector<UniqueFd> fds, bool tls) {
+    for (size_t i = 0; i < reactors_.size() && i < fds.size(); ++i) {
+        std::shared_ptr<ReusePortListener> listener = make(i, std::move(fds[i]), tls);
+        reactors_[i]->post([this, i, text, listener] {
+            if (listener->start()) per_reactor_[i][text] = listener;
+        });
+    }
+}
+
+void ReusePortListeners::remove_running(const std::string& text) {
+    for (size_t i = 0; i < reactors_.size(); ++i) {
+        reactors_[i]->post([this, i, text] {
+            auto it = per_reactor_[i].find(text);
+            if (it == per_reactor_[i].end()) return;
+            it->second->stop();
+            per_reactor_[i].erase(it);
+        });
+    }
+}
+
 } // namespace lepus

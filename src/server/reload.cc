@@ -21,20 +21,42 @@ namespace {
 
 // What a reload changes in the listening sockets: the new ones are opened (and
 // bound) before anything else changes, so a taken port refuses the reload.
+// With in-reactor accept each new address gets one SO_REUSEPORT socket per
+// reactor, as at start-up.
 struct ListenChange {
-    std::vector<std::pair<std::string, UniqueFd>> opened;
+    struct Opened {
+        std::string text;
+        std::vector<UniqueFd> fds; // one, or one per reactor
+    };
+    std::vector<Opened> opened;
     std::vector<std::string> closed;
+
     bool open(const ServerOptions& next, const Listening& listening, std::string& error) {
-        auto listed = [](const auto& list, const std::string& text) {
-            return std::any_of(list.begin(), list.end(),
-                               [&](const auto& item) { return item.first == text; });
+        bool in_reactors = listening.reuseport != nullptr;
+        size_t copies = in_reactors ? listening.reuseport->reactors() : 1;
+        auto listed = [&](const std::string& text) {
+            return std::any_of(listening.sockets.begin(), listening.sockets.end(),
+                               [&](const auto& item) { return item.first == text; }) ||
+                   std::any_of(opened.begin(), opened.end(),
+                               [&](const Opened& item) { return item.text == text; });
         };
         for (const std::string& text : next.listen) {
-            if (listed(listening.sockets, text) || listed(opened, text)) continue;
-            UniqueFd fd = open_listener(*parse_listen(split_listen_scheme(text).address),
-                                        {next.backlog, false}, error);
-            if (!fd) return false;
-            opened.emplace_back(text, std::move(fd));
+            if (listed(text)) continue;
+            if (in_reactors && text.starts_with("unix:")) {
+                error = "the reactors accept for themselves: " + text +
+                        " needs the acceptor thread (restart with --accept acceptor)";
+                return false;
+            }
+            ListenAddress address = *parse_listen(split_listen_scheme(text).address);
+            Opened item{text, {}};
+            for (size_t copy = 0; copy < copies; ++copy) {
+                // The same port for every copy, also when the first was given port 0.
+                if (copy > 0) address.address = local_address(item.fds.front().get());
+                UniqueFd fd = open_listener(address, listen_options(next, in_reactors), error);
+                if (!fd) return false;
+                item.fds.push_back(std::move(fd));
+            }
+            opened.push_back(std::move(item));
         }
         for (const auto& [text, fd] : listening.sockets)
             if (std::find(next.listen.begin(), next.listen.end(), text) == next.listen.end())
@@ -42,15 +64,21 @@ struct ListenChange {
         return true;
     }
     bool empty() const { return opened.empty() && closed.empty(); }
-    // Hands the new sockets to the acceptor and has it close the old ones.
+    // Hands the new sockets to the acceptor (or the reactors) and has it (them)
+    // close the old ones.
     void apply(Listening& listening) {
         std::vector<UniqueFd> added;
         std::vector<int> removed, added_tls;
-        for (auto& [text, fd] : opened) {
-            log_info("SIGHUP: listening on %s", text.c_str());
-            listening.sockets.emplace_back(text, fd.get());
-            if (split_listen_scheme(text).tls) added_tls.push_back(fd.get());
-            added.push_back(std::move(fd));
+        for (Opened& item : opened) {
+            log_info("SIGHUP: listening on %s", item.text.c_str());
+            listening.sockets.emplace_back(item.text, item.fds.front().get());
+            bool tls = split_listen_scheme(item.text).tls;
+            if (listening.reuseport) {
+                listening.reuseport->add_running(item.text, std::move(item.fds), tls);
+                continue;
+            }
+            if (tls) added_tls.push_back(item.fds.front().get());
+            added.push_back(std::move(item.fds.front()));
         }
         for (const std::string& text : closed) {
             log_info("SIGHUP: no longer listening on %s", text.c_str());
@@ -59,9 +87,11 @@ struct ListenChange {
             removed.push_back(it->second);
             listening.sockets.erase(it);
             if (auto address = parse_listen(text)) remove_unix_listener(*address);
+            if (listening.reuseport) listening.reuseport->remove_running(text);
         }
-        listening.acceptor->change_listeners(std::move(added), std::move(removed),
-                                             std::move(added_tls));
+        if (listening.acceptor)
+            listening.acceptor->change_listeners(std::move(added), std::move(removed),
+                                                 std::move(added_tls));
     }
 };
 
@@ -92,10 +122,7 @@ void reload(int argc, char** argv, const ServerOptions& current,
         }
     }
     ListenChange listen;
-    if (!listening.acceptor) {
-        if (next.listen != current.listen)
-            log_warn("SIGHUP: listen changes take effect after a restart with --accept reuseport");
-    } else if (!listen.open(next, listening, error)) {
+    if (!listen.open(next, listening, error)) {
         log_error("SIGHUP: %s; keeping the running configuration", error.c_str());
         return;
     }

@@ -4,6 +4,7 @@
 #pragma once
 
 #include "net/acceptor.h"
+#include "net/reuseport_listener.h"
 #include "server/options.h"
 #include "server/serving_set.h"
 
@@ -16,10 +17,12 @@ namespace lepus {
 
 class Worker;
 
-// The listening sockets the acceptor thread serves, by the address they were
-// configured with.
+// The listening sockets the acceptor thread (or the reactors) serve, by the
+// address they were configured with.
 struct Listening {
-    Acceptor* acceptor = nullptr; // null with --accept reuseport
+    Acceptor* acceptor = nullptr;            // with the acceptor thread
+    ReusePortListeners* reuseport = nullptr; // with in-reactor accept
+    // By --listen text: the socket (the first reactor's, in-reactor).
     std::vector<std::pair<std::string, int>> sockets;
 };
 

@@ -19,6 +19,8 @@
 #include <csignal>
 #include <cstdio>
 #include <memory>
+#include <sched.h>
+#include <string>
 #include <sys/resource.h>
 #include <thread>
 #include <unistd.h>
@@ -94,6 +96,46 @@ IoBackend usable_io(IoBackend wanted) {
     return IoBackend::Epoll;
 }
 
+// --accept auto. The acceptor thread balances connections over the reactors
+// by load, but each connection then costs a thread hop (a ring push, an
+// eventfd wake-up, and a context switch whenever the acceptor shares a core
+// with a reactor). It pays for itself only with a core of its own: when the
+// process may run on more cores than it has reactors. Otherwise every reactor
+// accepts for itself on its SO_REUSEPORT socket (docs/BENCHMARKS.md, issue 15:
+// more new connections per core, pinned on one core and unpinned on two).
+bool choose_in_reactor_accept(const ServerOptions& options, unsigned reactors,
+                              std::string& reason) {
+    AcceptMode mode = options.accept_mode;
+    if (mode == AcceptMode::ReusePort) {
+        reason = "in the reactors (SO_REUSEPORT), as --accept reuseport asks";
+        return true;
+    }
+    if (mode == AcceptMode::Acceptor) {
+        reason = "acceptor thread, as --accept acceptor asks";
+        return false;
+    }
+    // A Unix socket cannot be bound once per reactor (options.cc refuses it with reuseport).
+    if (std::any_of(options.listen.begin(), options.listen.end(),
+                    [](const std::string& text) { return text.starts_with("unix:"); })) {
+        reason = "acceptor thread (--accept auto: a unix: listener needs it)";
+        return false;
+    }
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    unsigned cores = sched_getaffinity(0, sizeof set, &set) == 0
+                         ? unsigned(CPU_COUNT(&set))
+                         : unsigned(std::max(1L, sysconf(_SC_NPROCESSORS_ONLN)));
+    std::string counts =
+        std::to_string(reactors) + " reactor(s) on " + std::to_string(cores) + " core(s)";
+    if (cores > reactors) {
+        reason = "acceptor thread (--accept auto: " + counts + " leave it a core of its own)";
+        return false;
+    }
+    reason = "in the reactors (SO_REUSEPORT; --accept auto: " + counts +
+             " leave no core for an acceptor thread)";
+    return true;
+}
+
 } // namespace
 
 struct Server::State {
@@ -119,7 +161,9 @@ struct Server::State {
     rlim_t fd_limit = 0;
     bool reuse_port = false;
     std::vector<UniqueFd> listeners;
-    std::vector<bool> listener_tls; // per entry of `listeners`
+    std::vector<bool> listener_tls;          // per entry of `listeners`
+    std::vector<std::string> listener_texts; // per entry of `listeners`: its --listen
+    std::string accept_reason;               // why this accept mode, for the start-up line
     std::vector<SocketAddress> bound;
     std::vector<std::string> urls; // what "serving ROOT on URL" names
     Listening listening;
@@ -128,7 +172,7 @@ struct Server::State {
     std::unique_ptr<ReactorLoad[]> loads;
     std::vector<Worker*> worker_list; // what every worker's status page reads
     std::vector<std::unique_ptr<Worker>> workers;
-    std::vector<std::unique_ptr<ReusePortListener>> own_listeners;
+    std::unique_ptr<ReusePortListeners> reuseport; // with in-reactor accept
     std::unique_ptr<Acceptor> acceptor;
     std::vector<std::thread> reactor_threads;
     std::thread acceptor_thread;
@@ -169,7 +213,7 @@ bool Server::start(std::string& error) {
     s.io = usable_io(s.options.io);
     unsigned cores = std::max(1u, unsigned(sysconf(_SC_NPROCESSORS_ONLN)));
     s.threads = s.options.threads ? s.options.threads : cores;
-    s.reuse_port = s.options.accept_mode == AcceptMode::ReusePort;
+    s.reuse_port = choose_in_reactor_accept(s.options, s.threads, s.accept_reason);
     // Listeners first: a taken port is the most common start-up failure.
     // Privileges go after every socket is bound and every root opened.
     return s.open_listeners(error) && s.load_tls(error) && s.make_workers(error) &&
@@ -182,7 +226,7 @@ bool Server::State::open_listeners(std::string& error) {
         ListenAddress address = *parse_listen(scheme.address);
         for (unsigned copy = 0; copy < (reuse_port ? threads : 1u); ++copy) {
             if (copy > 0) address.address = bound.back(); // same port even when it was 0
-            UniqueFd fd = open_listener(address, {options.backlog, reuse_port}, error);
+            UniqueFd fd = open_listener(address, listen_options(options, reuse_port), error);
             if (!fd) return false;
             if (copy == 0) {
                 bound.push_back(local_address(fd.get()));
@@ -190,9 +234,10 @@ bool Server::State::open_listeners(std::string& error) {
                                                                bound.back().to_string() + "/"
                                                          : "unix:" + address.unix_path);
             }
-            if (!reuse_port) listening.sockets.emplace_back(text, fd.get());
+            if (copy == 0) listening.sockets.emplace_back(text, fd.get());
             listeners.push_back(std::move(fd));
             listener_tls.push_back(scheme.tls);
+            listener_texts.push_back(text);
         }
     }
     return true;
@@ -226,17 +271,22 @@ bool Server::State::make_workers(std::string& error) {
         auto serving = make_serving_set(options, sites, logs.sites, i, threads, error);
         if (!serving || !worker->init(error)) return false;
         worker->reload(std::move(serving)); // taken, with its pools made, on the reactor thread
-        if (reuse_port) {
-            for (size_t l = i; l < listeners.size(); l += threads) {
-                auto listener = std::make_unique<ReusePortListener>(
-                    worker->reactor(), std::move(listeners[l]), live_total, max_connections,
-                    listener_tls[l]);
-                listener->start();
-                own_listeners.push_back(std::move(listener));
-            }
-        }
         worker_list.push_back(worker.get());
         workers.push_back(std::move(worker));
+    }
+    if (reuse_port) {
+        std::vector<Reactor*> reactors;
+        for (auto& worker : workers)
+            reactors.push_back(&worker->reactor());
+        reuseport = std::make_unique<ReusePortListeners>(reactors, live_total, max_connections);
+        listening.reuseport = reuseport.get();
+        // open_listeners() made `threads` sockets per address, one after another.
+        for (size_t first = 0; first < listeners.size(); first += threads) {
+            std::vector<UniqueFd> copies;
+            for (size_t l = first; l < first + threads; ++l)
+                copies.push_back(std::move(listeners[l]));
+            reuseport->start(listener_texts[first], std::move(copies), listener_tls[first]);
+        }
     }
     return true;
 }
@@ -265,9 +315,9 @@ int Server::run() {
     for (const std::string& url : s.urls)
         std::printf("lepus: serving %s on %s\n", s.options.root.c_str(), url.c_str());
     std::fflush(stdout);
-    log_info("lepus started: %u reactor threads, %s accept, %s, max %lld connections", s.threads,
-             s.reuse_port ? "reuseport" : "acceptor-thread", io_backend_name(s.io),
-             static_cast<long long>(s.max_connections));
+    log_info("lepus started: %u reactor threads, %s, max %lld connections; accept: %s", s.threads,
+             io_backend_name(s.io), static_cast<long long>(s.max_connections),
+             s.accept_reason.c_str());
     notify_service_manager("READY=1");
     if (!s.options.fastcgi.empty())
         log_info("FastCGI: %s for %zu extension(s), %u connections in all, queue %u per reactor",
@@ -335,7 +385,7 @@ void Server::State::stop_threads() {
     if (acceptor_thread.joinable()) acceptor_thread.join();
     for (auto& thread : reactor_threads)
         thread.join();
-    own_listeners.clear();
+    reuseport.reset();
 }
 
 int run_server(const ServerOptions& options, int argc, char** argv) {

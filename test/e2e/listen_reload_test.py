@@ -46,6 +46,8 @@ def wait_for(predicate, seconds=5):
 
 
 class ListenReload(unittest.TestCase):
+    accept = ["--accept", "acceptor"]  # the acceptor thread opens and closes the listeners
+
     def setUp(self):
         self.first, self.second = free_port(), free_port()
         self.server = None
@@ -58,7 +60,7 @@ class ListenReload(unittest.TestCase):
         self.config = os.path.join(os.environ.get("TMPDIR", "/tmp"),
                                    "lepus-listen-%d.toml" % os.getpid())
         self.write_config([self.first])
-        self.server = Lepus(["--config", self.config], listen=None)
+        self.server = Lepus(["--config", self.config] + self.accept, listen=None)
         self.server.write("index.html", "hello\n")
         self.assertIn(":%d/" % self.first, self.server.first_line)
 
@@ -121,6 +123,29 @@ class ListenReload(unittest.TestCase):
         with open("/proc/net/tcp") as f:
             return sorted(line.split()[9] for line in f
                           if line.split()[1].endswith(":" + port_hex) and line.split()[3] == "0A")
+
+
+class ListenReloadInReactors(ListenReload):
+    """The same with in-reactor accept: each reactor opens and closes its own
+    SO_REUSEPORT socket of the address. As many reactors as the cores lepus may
+    run on leave no core for an acceptor thread: --accept auto (the default)
+    then chooses in-reactor accept."""
+    accept = ["--accept", "auto", "--threads", str(len(os.sched_getaffinity(0)))]
+
+    def start(self):
+        super().start()
+        chosen = "accept: in the reactors (SO_REUSEPORT; --accept auto:"
+        self.assertTrue(wait_for(lambda: chosen in self.server.error_log_text()),
+                        self.server.error_log_text())
+
+    def test_a_unix_listener_refuses_the_reload(self):
+        self.start()
+        path = os.path.join(self.server.tmp, "added.sock")
+        with open(self.config, "w") as f:
+            f.write('listen = ["127.0.0.1:%d", "unix:%s"]\n' % (self.first, path))
+        self.reload("keeping the running configuration")
+        self.assertIn("needs the acceptor thread", self.server.error_log_text())
+        self.assertEqual(get(self.first).status, 200)
 
 
 if __name__ == "__main__":

@@ -160,7 +160,8 @@ def render(template_name, destination, values):
 class TlsSetup:
     """One certificate and key for every server (ECDSA P-256, self-signed for
     localhost, made with the openssl command), so that all negotiate the same
-    TLS 1.3 handshake and cipher."""
+    TLS 1.3 handshake and cipher (TLS_AES_256_GCM_SHA384 with wrk's and ab's
+    OpenSSL, checked with `openssl s_client -brief` against each)."""
 
     def __init__(self, tmp):
         os.makedirs(tmp, exist_ok=True)
@@ -192,8 +193,10 @@ def _tls_values(name, tls, tls_port):
     if not tls:
         return {"TLS_LINES": "", "TLS_MODULE": ""}
     if name == "nginx":
+        # nginx 1.22 enables TLS 1.3 only when asked (1.23.4 made it the default).
         lines = ("listen 127.0.0.1:%d ssl backlog=%d;\n        ssl_certificate %s;\n"
-                 "        ssl_certificate_key %s;" % (tls_port, BACKLOG, tls.cert, tls.key))
+                 "        ssl_certificate_key %s;\n        ssl_protocols TLSv1.2 TLSv1.3;"
+                 % (tls_port, BACKLOG, tls.cert, tls.key))
     elif name == "h2o":
         # h2o takes a second top-level listen (a list is refused by 2.2).
         lines = ("listen:\n  host: 127.0.0.1\n  port: %d\n  ssl:\n    certificate-file: %s\n"
