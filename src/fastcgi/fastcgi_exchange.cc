@@ -11,12 +11,20 @@ FastCgiExchange::FastCgiExchange(UpstreamPool& pool, Exchange& exchange, const S
     : pool_(pool), exchange_(exchange), document_root_(target.document_root),
       script_name_(target.script_name), path_info_(target.path_info),
       script_filename_(target.script_filename), server_name_(target.server_name) {
+    if (target.rewritten) {
+        rewritten_path_.assign(target.rewritten_path);
+        rewritten_query_.assign(target.rewritten_query);
+        Request& rewritten = redirected_.emplace(*exchange.request);
+        rewritten.path = rewritten_path_;
+        rewritten.query = rewritten_query_;
+    }
     if (target.internal_redirect) {
-        Request& fetch = redirected_.emplace(*exchange.request);
+        Request& fetch = redirected_ ? *redirected_ : redirected_.emplace(*exchange.request);
         if (!fetch.is_head()) fetch.method = Method::Get;
         fetch.method_text = method_name(fetch.method);
         fetch.content_length.reset();
         fetch.chunked = false;
+        drop_body_ = true;
     }
     length_known_ = !request().chunked;
     pool_.acquire(*this);
@@ -33,7 +41,7 @@ void FastCgiExchange::on_upstream_progress() {
 }
 
 size_t FastCgiExchange::offer_body(std::span<const char> data) {
-    if (redirected_) return data.size(); // the error page's GET has no body
+    if (drop_body_) return data.size(); // the error page's GET has no body
     if (!length_known_) {
         whole_body_.append(data.data(), data.size());
         return data.size();

@@ -43,6 +43,11 @@ struct ScriptTarget {
     // An error page run as a script: a GET of the page without the original
     // body (nginx turns any method but HEAD into GET for it).
     bool internal_redirect = false;
+    // try_files re-routed the request here: the script sees this path and
+    // query (with the method, headers and body as sent; REQUEST_URI stays the
+    // client's target).
+    bool rewritten = false;
+    std::string_view rewritten_path = {}, rewritten_query = {};
 };
 
 class FastCgiExchange final : public ResponseStream, public UpstreamClient {
@@ -76,6 +81,8 @@ private:
     // For an internal redirect: the request as the script sees it. Its views
     // point into the engine's buffer, which no longer moves: the body is done.
     std::optional<Request> redirected_;
+    std::string rewritten_path_, rewritten_query_; // what redirected_ names after try_files
+    bool drop_body_ = false;                       // an error page's GET
     std::string document_root_, script_name_, path_info_, script_filename_, server_name_;
     // A body of unknown length (chunked), kept until it is complete.
     std::string whole_body_;

@@ -217,6 +217,19 @@ void StaticHandler::resolve(const Request& request, const ReplyContext& context,
     build_error_response(404, context, out);
 }
 
+StaticHandler::Probe StaticHandler::probe(std::string_view decoded_path, uint64_t now_ms) {
+    if (decoded_path.empty() || decoded_path.front() != '/') return Probe::Missing;
+    if (!options_.dotfiles_allow && has_hidden_segment(decoded_path)) return Probe::Missing;
+    if (decoded_path.back() != '/' && cache_.find(decoded_path, now_ms)) return Probe::File;
+    rel_.assign(decoded_path.size() == 1 ? std::string_view(".") : decoded_path.substr(1));
+    UniqueFd fd = open_beneath(root_.get(), rel_.c_str(), O_PATH);
+    struct stat st;
+    if (!fd || fstat(fd.get(), &st) != 0) return Probe::Missing;
+    if (S_ISDIR(st.st_mode)) return Probe::Directory;
+    // "$uri" names a file: a trailing slash on a file is not that file.
+    return S_ISREG(st.st_mode) && decoded_path.back() != '/' ? Probe::File : Probe::Missing;
+}
+
 int StaticHandler::open_file(const std::string& rel_path, UniqueFd& fd, struct stat& st) {
     fd = open_beneath(root_.get(), rel_path.c_str(), kOpenFlags);
     if (!fd || fstat(fd.get(), &st) != 0) return status_for_errno(errno, "open");

@@ -47,6 +47,13 @@ public:
     void handle(const Request& request, bool keep_alive, time_t now, uint64_t now_ms,
                 Response& out);
 
+    // What a decoded path ("/a/b.css", "/a/") names under the root, for the
+    // router's try_files: the same confinement and dotfile rule as handle()
+    // (a file it would refuse counts as missing). A cached file costs no
+    // system call.
+    enum class Probe : uint8_t { Missing, File, Directory };
+    Probe probe(std::string_view decoded_path, uint64_t now_ms);
+
     // Open-file cache counters, for the status page.
     uint64_t cache_hits() const { return cache_.hits(); }
     uint64_t cache_misses() const { return cache_.misses(); }

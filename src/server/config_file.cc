@@ -134,6 +134,25 @@ public:
             error(node, "more than one [[site]] has default = true");
     }
 
+    void try_files(const toml::node& node, std::string_view name, SiteConfig& site) {
+        std::optional<std::vector<std::string>> words;
+        if (name == "spa") {
+            auto on = boolean(node, name);
+            if (!on || !*on) return;
+            words = spa_try_files();
+        } else {
+            words = strings(node, name);
+        }
+        if (!words) return;
+        if (site.try_files) {
+            error(node, "'try_files' and 'spa' both say where unknown paths go: give one");
+            return;
+        }
+        std::string message;
+        site.try_files = parse_try_files(*words, message);
+        if (!site.try_files) error(node, message);
+    }
+
     void site_keys(const toml::table& table, SiteConfig& site) {
         for (auto&& [key, node] : table) {
             std::string_view name = key.str();
@@ -167,6 +186,8 @@ public:
                 tls(node, site);
             } else if (name == "https_redirect") {
                 https_redirect(node, site);
+            } else if (name == "try_files" || name == "spa") {
+                try_files(node, name, site);
             } else {
                 error(node, "unknown key '" + std::string(name) + "' in [[site]]");
             }

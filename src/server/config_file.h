@@ -7,6 +7,8 @@
 // command line win. `[[site]]` blocks describe virtual hosts.
 #pragma once
 
+#include "server/try_files.h"
+
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -56,6 +58,8 @@ struct SiteConfig {
     // `https_redirect = true | PORT`: a request that came over plain HTTP gets
     // 301 to https://HOST[:PORT]/same-target (0: off; 443 is written without a port).
     uint16_t https_redirect = 0;
+    // `try_files = [...]` or `spa = true` (see server/try_files.h); nullopt: the top level's.
+    std::optional<TryFiles> try_files;
     std::string origin; // "lepus.toml:12:1", for messages
 };
 

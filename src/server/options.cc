@@ -272,6 +272,14 @@ void add_file_and_php_options(CLI::App& app, ServerOptions& options, OptionTexts
     app.add_flag("--autoindex", options.autoindex, "List directories without an index");
     app.add_option("--dotfiles", dotfiles, "deny (404 for names starting with '.') or allow")
         ->check(CLI::IsMember({"deny", "allow"}));
+    app.add_option("--try-files", options.try_files_words,
+                   "nginx's try_files: '$uri $uri/ /index.php?$query_string' (front controller)")
+        ->expected(1) // one word per --try-files (it may hold several candidates)
+        ->allow_extra_args(false)
+        ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+    app.add_flag("--spa", options.spa,
+                 "Single-page application: unknown paths get /index.html (try_files $uri $uri/ "
+                 "/index.html)");
 
     app.option_defaults()->group("PHP (FastCGI)");
     app.add_option("--fastcgi", options.fastcgi,
@@ -428,6 +436,14 @@ std::string finish_options(const CLI::App& app, ServerOptions& options, const Op
         std::any_of(options.listen.begin(), options.listen.end(),
                     [](const std::string& text) { return text.starts_with("unix:"); }))
         return "unix: listen addresses need --accept acceptor";
+    if (options.spa && !options.try_files_words.empty())
+        return "--spa and --try-files both say where unknown paths go: give one";
+    if (options.spa || !options.try_files_words.empty()) {
+        std::string error;
+        options.try_files =
+            parse_try_files(options.spa ? spa_try_files() : options.try_files_words, error);
+        if (!options.try_files) return error;
+    }
     if (!options.status_path.empty() && options.status_path.front() != '/')
         return "--status-path must start with /";
     if (options.access_log.empty() || options.error_log.empty())

@@ -6,8 +6,10 @@
 #include "net/proxy_protocol.h"
 #include "net/socket.h"
 #include "server/config_file.h"
+#include "server/try_files.h"
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -43,6 +45,11 @@ struct ServerOptions {
     std::vector<std::string> index = {"index.html"};
     bool autoindex = false;
     bool dotfiles_allow = false;
+    // --try-files / --spa (config `try_files`, `spa`): the words as given, and
+    // parsed (nullopt: off). A site's own try_files wins over these.
+    std::vector<std::string> try_files_words;
+    bool spa = false;
+    std::optional<TryFiles> try_files;
 
     // FastCGI (php-fpm). Empty fastcgi: off, everything is static.
     std::string fastcgi;                             // "unix:/path" or "HOST:PORT"

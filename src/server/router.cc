@@ -114,7 +114,63 @@ bool Router::serve_redirect(Exchange& exchange, SiteHandlers& site) {
 }
 
 void Router::route_to_handler(Exchange& exchange, SiteHandlers& site) {
+    if (site.try_files && try_files(exchange, site)) return;
+    route_request(exchange, site, *exchange.request, false);
+}
+
+// nginx's try_files: the candidates are checked on the decoded path, with the
+// files' confinement (StaticHandler::probe); the first that exists is served
+// as if it had been asked for, and the fallback takes every other request.
+bool Router::try_files(Exchange& exchange, SiteHandlers& site) {
     const Request& request = *exchange.request;
+    // "OPTIONS *" and undecodable paths: the handlers' own answers (204, 400).
+    if (request.path == "*" || decode_path(request.path, path_) != 0) return false;
+    const std::vector<TryFiles::Candidate>& candidates = site.try_files->candidates;
+    for (size_t i = 0; i + 1 < candidates.size(); ++i) {
+        TryFiles::expand_path(candidates[i], path_, candidate_);
+        bool want_directory = candidate_.size() > 1 && candidate_.back() == '/';
+        StaticHandler::Probe found = site.files->probe(candidate_, exchange.now_ms);
+        if (found !=
+            (want_directory ? StaticHandler::Probe::Directory : StaticHandler::Probe::File))
+            continue;
+        // The request as it is; or a directory named without its slash, which
+        // the files answer with their usual 301 to it (relative links work).
+        if (candidate_ == path_ || (want_directory && candidate_.size() == path_.size() + 1 &&
+                                    candidate_.starts_with(path_)))
+            return false;
+        rewrite(exchange, site, candidate_, request.query, request);
+        return true;
+    }
+    const TryFiles::Candidate& fallback = candidates.back();
+    if (fallback.status) {
+        if (request.has_body()) exchange.keep_alive = false; // its body stays unread
+        build_error_response(fallback.status, reply_context(exchange), exchange.response);
+        apply_error_page(exchange, site, fallback.status);
+        return true;
+    }
+    TryFiles::expand_path(fallback, path_, candidate_);
+    std::string query;
+    if (fallback.has_query)
+        TryFiles::expand_query(fallback, request.query, query);
+    else
+        query.assign(request.query);
+    rewrite(exchange, site, candidate_, query, request);
+    return true;
+}
+
+void Router::rewrite(Exchange& exchange, SiteHandlers& site, std::string_view decoded_path,
+                     std::string_view query, const Request& request) {
+    rewritten_path_.clear();
+    append_percent_encoded(decoded_path, rewritten_path_);
+    rewritten_query_.assign(query);
+    Request rewritten = request;
+    rewritten.path = rewritten_path_;
+    rewritten.query = rewritten_query_;
+    route_request(exchange, site, rewritten, true);
+}
+
+void Router::route_request(Exchange& exchange, SiteHandlers& site, const Request& request,
+                           bool rewritten) {
     if (fastcgi::ScriptResolver* scripts = site.scripts.get()) {
         switch (scripts->route(request)) {
         case fastcgi::RouteKind::Static:
@@ -133,6 +189,11 @@ void Router::route_to_handler(Exchange& exchange, SiteHandlers& site) {
             fastcgi::ScriptTarget target{scripts->document_root(), scripts->script_name(),
                                          scripts->path_info(), scripts->script_filename(),
                                          server_name};
+            if (rewritten) {
+                target.rewritten = true;
+                target.rewritten_path = request.path;
+                target.rewritten_query = request.query;
+            }
             exchange.stream = std::make_unique<fastcgi::FastCgiExchange>(
                 static_cast<ServingSet*>(exchange.hold.get())->pool_of(site), exchange, target);
             return;

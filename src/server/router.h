@@ -41,6 +41,17 @@ private:
     bool serve_redirect(Exchange& exchange, SiteHandlers& site);
     bool redirect_to_https(Exchange& exchange, SiteHandlers& site);
     void route_to_handler(Exchange& exchange, SiteHandlers& site);
+    // The site's try_files: serves the first candidate that exists, else the
+    // fallback (an internal re-route, or a status). False when try_files does
+    // not apply (none, or a path the handlers refuse themselves).
+    bool try_files(Exchange& exchange, SiteHandlers& site);
+    // Routes `request` (the client's, or one try_files re-routed) to the
+    // script or the files; `rewritten`: the script must see its path and query.
+    void route_request(Exchange& exchange, SiteHandlers& site, const Request& request,
+                       bool rewritten);
+    // Re-routes the exchange to `decoded_path`?`query` (method, headers and body kept).
+    void rewrite(Exchange& exchange, SiteHandlers& site, std::string_view decoded_path,
+                 std::string_view query, const Request& request);
     // The site's error page for `status`, if any, replaces the error answer in
     // exchange.response (a static page) or becomes a stream (a script).
     void apply_error_page(Exchange& exchange, SiteHandlers& site, int status);
@@ -52,10 +63,12 @@ private:
 
     Worker& worker_;
     std::vector<Cidr> status_allow_;
-    std::string path_;       // scratch: the decoded path
-    std::string rule_lines_; // scratch: header rule lines
-    std::string log_line_;   // scratch: the access log line
-    Response page_scratch_;  // scratch: a static error page
+    std::string path_;                             // scratch: the decoded path
+    std::string candidate_;                        // scratch: a try_files candidate, expanded
+    std::string rewritten_path_, rewritten_query_; // scratch: try_files's fallback
+    std::string rule_lines_;                       // scratch: header rule lines
+    std::string log_line_;                         // scratch: the access log line
+    Response page_scratch_;                        // scratch: a static error page
 };
 
 } // namespace lepus

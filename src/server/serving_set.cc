@@ -90,6 +90,7 @@ std::unique_ptr<ServingSet> make_serving_set(const ServerOptions& options,
     auto set = std::make_unique<ServingSet>();
     set->root.files = StaticHandler::create(base, error);
     if (!set->root.files) return nullptr;
+    set->root.try_files = options.try_files;
     set->sites = sites;
     bool global_fastcgi = !options.fastcgi.empty();
     if (global_fastcgi && !sites) {
@@ -103,6 +104,7 @@ std::unique_ptr<ServingSet> make_serving_set(const ServerOptions& options,
         const SiteConfig& site = sites->site(i);
         SiteHandlers handlers;
         handlers.config = &site;
+        handlers.try_files = site.try_files ? site.try_files : options.try_files;
         StaticOptions site_options = base;
         site_options.root = site.root;
         if (site.index)

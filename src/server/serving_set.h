@@ -19,6 +19,7 @@
 
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -32,6 +33,7 @@ struct SiteHandlers {
     size_t pool = 0;                                  // ServingSet::pools index, with scripts
     AsyncLogger* access_log = nullptr;                // null: the global access log
     const SiteConfig* config = nullptr;               // null for the default root
+    std::optional<TryFiles> try_files;                // the site's, else --try-files / --spa
 };
 
 struct ServingSet {
