@@ -21,4 +21,14 @@ constexpr bool ascii_iequals(std::string_view a, std::string_view b) {
     return true;
 }
 
+// Without the optional white space (spaces and tabs) around a field value or
+// list element (RFC 9110 §5.6.3).
+constexpr std::string_view trim_ows(std::string_view text) {
+    while (!text.empty() && (text.front() == ' ' || text.front() == '\t'))
+        text.remove_prefix(1);
+    while (!text.empty() && (text.back() == ' ' || text.back() == '\t'))
+        text.remove_suffix(1);
+    return text;
+}
+
 } // namespace lepus

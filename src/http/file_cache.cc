@@ -1,5 +1,6 @@
 #include "http/file_cache.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <fcntl.h>
@@ -12,8 +13,9 @@ bool FileVariant::matches(const struct stat& st) const {
            st.st_mtim.tv_sec == mtime_exact.tv_sec && st.st_mtim.tv_nsec == mtime_exact.tv_nsec;
 }
 
-int load_file_variant(UniqueFd fd, const struct stat& st, std::string_view content_type, bool gzip,
-                      bool vary, size_t small_file_limit, FileVariant& out) {
+int load_file_variant(UniqueFd fd, const struct stat& st, std::string_view content_type,
+                      std::string_view encoding, bool vary, size_t small_file_limit,
+                      FileVariant& out) {
     out.size = uint64_t(st.st_size);
     out.mtime = st.st_mtim.tv_sec;
     out.mtime_exact = st.st_mtim;
@@ -28,7 +30,7 @@ int load_file_variant(UniqueFd fd, const struct stat& st, std::string_view conte
 
     out.headers.clear();
     out.headers.append("Content-Type: ").append(content_type).append("\r\n");
-    if (gzip) out.headers.append("Content-Encoding: gzip\r\n");
+    if (!encoding.empty()) out.headers.append("Content-Encoding: ").append(encoding).append("\r\n");
     if (vary) out.headers.append("Vary: Accept-Encoding\r\n");
     out.headers.append("Last-Modified: ").append(out.last_modified_text()).append("\r\n");
     out.headers.append("ETag: ").append(out.etag).append("\r\n");
@@ -49,6 +51,27 @@ int load_file_variant(UniqueFd fd, const struct stat& st, std::string_view conte
     }
     out.fd = std::move(fd);
     return 0;
+}
+
+void make_compressed_variant(const FileVariant& identity, std::string_view content_type,
+                             std::string_view encoding, std::string data, FileVariant& out) {
+    out.size = data.size();
+    out.mtime = identity.mtime;
+    out.mtime_exact = identity.mtime_exact;
+    out.inode = identity.inode;
+    out.device = identity.device;
+    std::copy(std::begin(identity.last_modified), std::end(identity.last_modified),
+              std::begin(out.last_modified));
+    out.etag = "W/" + identity.etag;
+    out.headers.clear();
+    out.headers.append("Content-Type: ").append(content_type).append("\r\n");
+    out.headers.append("Content-Encoding: ").append(encoding).append("\r\n");
+    out.headers.append("Vary: Accept-Encoding\r\n");
+    out.headers.append("Last-Modified: ").append(out.last_modified_text()).append("\r\n");
+    out.headers.append("ETag: ").append(out.etag).append("\r\n");
+    out.data = std::move(data);
+    out.in_memory = true;
+    out.made = true;
 }
 
 FileCache::FileCache(int root_fd, size_t capacity, uint32_t revalidate_ms)
@@ -105,7 +128,10 @@ FileRef FileCache::insert(std::unique_ptr<CachedFile> owned) {
     }
     ++file->refs_; // the cache's own reference
     file->cached_ = true;
-    memory_bytes_ += file->identity.data.size() + file->gzip.data.size();
+    size_t bytes = file->identity.data.size() + file->gzip.data.size() + file->brotli.data.size() +
+                   file->zstd.data.size();
+    file->charged_ = bytes;
+    memory_bytes_ += bytes;
     map_.emplace(std::string_view(file->key), file);
     link_front(file);
     return FileRef(file);
@@ -115,7 +141,7 @@ void FileCache::remove(CachedFile* file) {
     map_.erase(std::string_view(file->key));
     unlink(file);
     file->cached_ = false;
-    memory_bytes_ -= file->identity.data.size() + file->gzip.data.size();
+    memory_bytes_ -= file->charged_;
     // Give up the cache's reference; FileRefs still held keep the entry alive.
     if (--file->refs_ == 0) delete file;
 }

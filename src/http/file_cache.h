@@ -18,7 +18,8 @@
 
 namespace lepus {
 
-// One representation on disk: the file itself or its gzip sibling.
+// One representation: the file itself, a precompressed sibling on disk
+// (".gz", ".br", ".zst"), or one lepus compressed once and keeps in memory.
 struct FileVariant {
     UniqueFd fd;
     uint64_t size = 0;
@@ -31,32 +32,46 @@ struct FileVariant {
     std::string headers; // Content-Type .. Accept-Ranges (+ Content-Encoding, Vary) lines
     std::string data;    // the whole file when in_memory
     bool in_memory = false;
+    bool made = false; // compressed by lepus: data holds it, no fd
 
-    bool present() const { return fd.valid(); }
+    bool present() const { return fd.valid() || made; }
     std::string_view last_modified_text() const { return {last_modified, kHttpDateLength}; }
     // Same file and same contents as `st` says (inode, device, size, mtime)?
     bool matches(const struct stat& st) const;
 };
 
 // Fills `out` from an open regular file: metadata, ETag, header lines (with
-// `Content-Encoding: gzip` when `gzip`, `Vary: Accept-Encoding` when `vary`) and,
-// when st.st_size < small_file_limit, its contents read with pread. Returns 0 or
-// an errno value.
-int load_file_variant(UniqueFd fd, const struct stat& st, std::string_view content_type, bool gzip,
-                      bool vary, size_t small_file_limit, FileVariant& out);
+// `Content-Encoding: <encoding>` unless empty, `Vary: Accept-Encoding` when
+// `vary`) and, when st.st_size < small_file_limit, its contents read with
+// pread. Returns 0 or an errno value.
+int load_file_variant(UniqueFd fd, const struct stat& st, std::string_view content_type,
+                      std::string_view encoding, bool vary, size_t small_file_limit,
+                      FileVariant& out);
+
+// A variant lepus compressed itself from `identity`: `data` in memory, the
+// identity's dates, a weak ETag (RFC 9110 §8.8.1: the bytes differ from the
+// file's, the meaning does not), no Accept-Ranges (ranges get the identity).
+void make_compressed_variant(const FileVariant& identity, std::string_view content_type,
+                             std::string_view encoding, std::string data, FileVariant& out);
 
 class CachedFile {
 public:
     std::string key;      // normalised request path ("/docs/" for a directory's index)
     std::string rel_path; // the file opened, relative to the root ("docs/index.html")
     FileVariant identity;
-    FileVariant gzip;        // present() when rel_path + ".gz" exists and is a regular file
-    uint64_t checked_ms = 0; // last time it was found up to date
+    FileVariant gzip;   // rel_path + ".gz" when it is a regular file, else made on demand
+    FileVariant brotli; // ".br", likewise
+    FileVariant zstd;   // ".zst", likewise
+    std::string_view content_type; // from the MIME table (static storage)
+    bool compressible = false;     // lepus may compress it (type, size, --compress)
+    bool vary = false;             // its responses carry Vary: Accept-Encoding
+    uint64_t checked_ms = 0;       // last time it was found up to date
 
 private:
     friend class FileRef;
     friend class FileCache;
-    uint32_t refs_ = 0; // FileRefs plus one while in the cache
+    uint32_t refs_ = 0;  // FileRefs plus one while in the cache
+    size_t charged_ = 0; // bytes counted in FileCache::memory_bytes while cached
     bool cached_ = false;
     CachedFile* lru_prev_ = nullptr; // towards the most recently used
     CachedFile* lru_next_ = nullptr;
@@ -110,6 +125,11 @@ public:
     size_t size() const { return map_.size(); }
     // Bytes of file contents the entries hold in memory.
     size_t memory_bytes() const { return memory_bytes_; }
+    // A variant made after insert() added `bytes` to `file` (counted until it goes).
+    void charge(CachedFile& file, size_t bytes) {
+        file.charged_ += bytes;
+        if (file.cached_) memory_bytes_ += bytes;
+    }
     uint64_t hits() const { return hits_; }
     uint64_t misses() const { return misses_; }
     uint64_t evictions() const { return evictions_; }

@@ -242,35 +242,134 @@ int StaticHandler::load(std::string_view key, std::string_view rel_path, UniqueF
     entry->key.assign(key);
     entry->rel_path.assign(rel_path);
 
-    // gzip_static: a regular "<file>.gz" next to the file is an alternative
-    // representation; both carry Vary so caches keep them apart. Any failure to
-    // open it just means "no sibling".
-    std::string gz_path = entry->rel_path + ".gz";
-    UniqueFd gz_fd = open_beneath(root_.get(), gz_path.c_str(), kOpenFlags);
-    struct stat gz_st;
-    bool has_gzip = gz_fd && fstat(gz_fd.get(), &gz_st) == 0 && S_ISREG(gz_st.st_mode);
+    // gzip_static (and brotli_static, zstd): a regular "<file>.gz", ".br" or
+    // ".zst" next to the file is an alternative representation; all carry
+    // Vary so caches keep them apart. Any failure to open one just means "no
+    // sibling".
+    struct Sibling {
+        const char* suffix;
+        Coding coding;
+        FileVariant* slot;
+        UniqueFd fd;
+        struct stat st;
+    };
+    Sibling siblings[] = {{".gz", Coding::Gzip, &entry->gzip, {}, {}},
+                          {".br", Coding::Brotli, &entry->brotli, {}, {}},
+                          {".zst", Coding::Zstd, &entry->zstd, {}, {}}};
+    auto wanted = uint64_t(st.st_size);
+    bool any_sibling = false;
+    for (Sibling& sibling : siblings) {
+        std::string path = entry->rel_path + sibling.suffix;
+        sibling.fd = open_beneath(root_.get(), path.c_str(), kOpenFlags);
+        if (sibling.fd &&
+            (fstat(sibling.fd.get(), &sibling.st) != 0 || !S_ISREG(sibling.st.st_mode)))
+            sibling.fd.reset();
+        if (!sibling.fd) continue;
+        any_sibling = true;
+        wanted += uint64_t(sibling.st.st_size);
+    }
 
-    std::string_view content_type = mime_types_.lookup(entry->rel_path);
+    entry->content_type = mime_types_.lookup(entry->rel_path);
+    entry->compressible = options_.compress && is_compressible_type(entry->content_type) &&
+                          uint64_t(st.st_size) >= kMinCompressLength &&
+                          uint64_t(st.st_size) <= options_.compress_max;
+    entry->vary = any_sibling || entry->compressible;
     // Past the memory budget, new entries keep only their fds (sendfile).
-    uint64_t wanted = uint64_t(st.st_size) + (has_gzip ? uint64_t(gz_st.st_size) : 0);
     size_t in_memory_limit =
         cache_.memory_bytes() + wanted <= options_.memory_budget ? options_.small_file_limit : 0;
-    int error = load_file_variant(std::move(fd), st, content_type, false, has_gzip, in_memory_limit,
-                                  entry->identity);
-    if (error == 0 && has_gzip)
-        error = load_file_variant(std::move(gz_fd), gz_st, content_type, true, true,
-                                  in_memory_limit, entry->gzip);
+    int error = load_file_variant(std::move(fd), st, entry->content_type, {}, entry->vary,
+                                  in_memory_limit, entry->identity);
+    for (Sibling& sibling : siblings)
+        if (error == 0 && sibling.fd)
+            error = load_file_variant(std::move(sibling.fd), sibling.st, entry->content_type,
+                                      coding_name(sibling.coding), true, in_memory_limit,
+                                      *sibling.slot);
     if (error != 0) return status_for_errno(error, "read");
     entry->checked_ms = now_ms;
     file = cache_.insert(std::move(entry));
     return 0;
 }
 
+namespace {
+
+FileVariant& variant_slot(CachedFile& file, Coding coding) {
+    switch (coding) {
+    case Coding::Gzip:
+        return file.gzip;
+    case Coding::Brotli:
+        return file.brotli;
+    case Coding::Zstd:
+        return file.zstd;
+    case Coding::Identity:
+        break;
+    }
+    return file.identity;
+}
+
+} // namespace
+
+const FileVariant* StaticHandler::choose_variant(const Request& request, CachedFile& file) {
+    if (!file.vary) return &file.identity; // nothing to choose: Accept-Encoding plays no part
+    // A range is of the identity or of a file on disk, never of bytes made now;
+    // a HEAD does not run a compressor for a body it will not send.
+    bool ranged = !request.range.empty();
+    bool may_make = file.compressible && !ranged && !request.is_head();
+    auto usable = [&](const FileVariant& variant) {
+        return (variant.present() && !(ranged && variant.made)) || may_make;
+    };
+    CodingSet offered;
+    offered.gzip = usable(file.gzip);
+    offered.brotli = usable(file.brotli);
+    offered.zstd = usable(file.zstd);
+    Negotiated chosen = negotiate_coding(request.accept_encoding, offered);
+    if (!chosen.acceptable) return nullptr;
+    if (chosen.coding == Coding::Identity) return &file.identity;
+    FileVariant& slot = variant_slot(file, chosen.coding);
+    if (slot.present() || make_variant(file, chosen.coding)) return &slot;
+    // Could not compress (memory budget, a read error): identity, if the client takes it.
+    CodingSet identity_only;
+    return negotiate_coding(request.accept_encoding, identity_only).acceptable ? &file.identity
+                                                                               : nullptr;
+}
+
+bool StaticHandler::make_variant(CachedFile& file, Coding coding) {
+    const FileVariant& identity = file.identity;
+    std::string contents;
+    std::string_view source = identity.data;
+    if (!identity.in_memory) {
+        contents.resize(identity.size);
+        size_t done = 0;
+        while (done < identity.size) {
+            ssize_t n =
+                pread(identity.fd.get(), contents.data() + done, identity.size - done, off_t(done));
+            if (n < 0 && errno == EINTR) continue;
+            if (n <= 0) return false;
+            done += size_t(n);
+        }
+        source = contents;
+    }
+    std::string compressed = compress_once(coding, source);
+    // Kept only within the memory budget; a coding that does not shrink the
+    // file is not worth a variant (and would be compressed again each time).
+    if (compressed.empty() || compressed.size() >= identity.size ||
+        cache_.memory_bytes() + compressed.size() > options_.memory_budget)
+        return false;
+    size_t bytes = compressed.size();
+    make_compressed_variant(identity, file.content_type, coding_name(coding), std::move(compressed),
+                            variant_slot(file, coding));
+    cache_.charge(file, bytes);
+    return true;
+}
+
 void StaticHandler::serve(const Request& request, const ReplyContext& context, const FileRef& file,
                           Response& out) {
-    bool use_gzip = file->gzip.present() && accepts_gzip(request.accept_encoding);
-    const FileVariant& variant = use_gzip ? file->gzip : file->identity;
-    bool vary = file->gzip.present();
+    const FileVariant* chosen = choose_variant(request, *file.get());
+    bool vary = file->vary;
+    if (!chosen) {
+        // RFC 9110 §12.5.3: identity refused and no coding acceptable.
+        return build_error_response(406, context, out, "Vary: Accept-Encoding\r\n");
+    }
+    const FileVariant& variant = *chosen;
 
     // RFC 9110 §13.2.2: If-Match, else If-Unmodified-Since; then If-None-Match,
     // else If-Modified-Since; then If-Range with Range.

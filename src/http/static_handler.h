@@ -5,6 +5,7 @@
 #pragma once
 
 #include "base/unique_fd.h"
+#include "http/compress.h"
 #include "http/file_cache.h"
 #include "http/request.h"
 #include "http/response.h"
@@ -25,6 +26,10 @@ struct StaticOptions {
     std::vector<std::string> index = {"index.html"}; // --index, tried in order
     bool autoindex = false;                          // --autoindex
     bool dotfiles_allow = false;                     // --dotfiles allow
+    // --compress: text files (http/compress.h) compressed once per coding and
+    // kept with the cached file; precompressed .gz/.br/.zst siblings either way.
+    bool compress = true;
+    size_t compress_max = size_t{8} << 20; // larger files go out as they are
     // Smaller files are kept in memory and go out with the head in one writev:
     // at 100 KiB that beats writev + sendfile by about a quarter (BENCHMARKS.md),
     // as h2o found. Up to memory_budget bytes per handler (per reactor and site);
@@ -72,7 +77,12 @@ private:
     // under `key`; returns 0 or an HTTP status.
     int load(std::string_view key, std::string_view rel_path, UniqueFd fd, const struct stat& st,
              uint64_t now_ms, FileRef& file);
-    // 200 / 206 / 304 / 412 / 416 for a cached file.
+    // The representation `request` gets of `file`: identity, a sibling, or one
+    // compressed now (kept in the entry); nullptr: none is acceptable (406).
+    const FileVariant* choose_variant(const Request& request, CachedFile& file);
+    // Compresses the file with `coding` into its variant slot; false when it cannot.
+    bool make_variant(CachedFile& file, Coding coding);
+    // 200 / 206 / 304 / 406 / 412 / 416 for a cached file.
     void serve(const Request& request, const ReplyContext& context, const FileRef& file,
                Response& out);
     // lepus::status_for_errno, reporting the 500s.

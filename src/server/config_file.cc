@@ -91,7 +91,11 @@ public:
             std::string option = "--" + name;
             std::replace(option.begin() + 2, option.end(), '_', '-');
             out.origins[option] = position(path_, node.source());
-            if (node.is_boolean()) {
+            if (node.is_boolean() && (option == "--compress" || option == "--defer-accept")) {
+                // Options that take on|off: `compress = false` means off.
+                out.arguments.push_back(option);
+                out.arguments.emplace_back(*node.value<bool>() ? "on" : "off");
+            } else if (node.is_boolean()) {
                 // Flags: true means "given"; false leaves the default.
                 if (*node.value<bool>()) out.arguments.push_back(option);
             } else if (auto text = scalar_text(node)) {
@@ -186,6 +190,8 @@ public:
                 tls(node, site);
             } else if (name == "https_redirect") {
                 https_redirect(node, site);
+            } else if (name == "compress") {
+                site.compress = boolean(node, name);
             } else if (name == "try_files" || name == "spa") {
                 try_files(node, name, site);
             } else {

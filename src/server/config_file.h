@@ -48,7 +48,7 @@ struct SiteConfig {
     bool is_default = false;               // `default = true`, or the first site
     std::string root;
     std::optional<std::vector<std::string>> index;
-    std::optional<bool> autoindex, dotfiles_allow;
+    std::optional<bool> autoindex, dotfiles_allow, compress;
     std::optional<std::string> access_log;
     std::optional<SiteFastCgi> fastcgi;
     std::map<int, std::string> error_pages; // status -> path under the root

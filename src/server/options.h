@@ -43,6 +43,7 @@ struct ServerOptions {
     uint64_t max_body_size = 1 << 20;
 
     std::vector<std::string> index = {"index.html"};
+    bool compress = true; // --compress on|off: gzip, br, zstd on the fly
     bool autoindex = false;
     bool dotfiles_allow = false;
     // --try-files / --spa (config `try_files`, `spa`): the words as given, and

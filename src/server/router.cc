@@ -2,6 +2,7 @@
 
 #include "base/ascii.h"
 #include "fastcgi/fastcgi_exchange.h"
+#include "http/compress_stream.h"
 #include "http/path.h"
 #include "log/access_log.h"
 #include "server/error_page.h"
@@ -196,6 +197,10 @@ void Router::route_request(Exchange& exchange, SiteHandlers& site, const Request
             }
             exchange.stream = std::make_unique<fastcgi::FastCgiExchange>(
                 static_cast<ServingSet*>(exchange.hold.get())->pool_of(site), exchange, target);
+            // PHP output compressed as it streams (gzip, br or zstd as accepted).
+            if (site.compress)
+                exchange.stream = std::make_unique<CompressingStream>(std::move(exchange.stream),
+                                                                      stream_coding(request));
             return;
         }
         }

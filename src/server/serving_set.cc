@@ -87,10 +87,12 @@ std::unique_ptr<ServingSet> make_serving_set(const ServerOptions& options,
     base.index = options.index;
     base.autoindex = options.autoindex;
     base.dotfiles_allow = options.dotfiles_allow;
+    base.compress = options.compress;
     auto set = std::make_unique<ServingSet>();
     set->root.files = StaticHandler::create(base, error);
     if (!set->root.files) return nullptr;
     set->root.try_files = options.try_files;
+    set->root.compress = options.compress;
     set->sites = sites;
     bool global_fastcgi = !options.fastcgi.empty();
     if (global_fastcgi && !sites) {
@@ -105,6 +107,7 @@ std::unique_ptr<ServingSet> make_serving_set(const ServerOptions& options,
         SiteHandlers handlers;
         handlers.config = &site;
         handlers.try_files = site.try_files ? site.try_files : options.try_files;
+        handlers.compress = site.compress.value_or(options.compress);
         StaticOptions site_options = base;
         site_options.root = site.root;
         if (site.index)
@@ -115,6 +118,7 @@ std::unique_ptr<ServingSet> make_serving_set(const ServerOptions& options,
             site_options.index = {"index.php", "index.html"};
         if (site.autoindex) site_options.autoindex = *site.autoindex;
         if (site.dotfiles_allow) site_options.dotfiles_allow = *site.dotfiles_allow;
+        if (site.compress) site_options.compress = *site.compress;
         handlers.files = StaticHandler::create(site_options, error);
         if (!handlers.files) {
             error.insert(0, site.origin + ": ");

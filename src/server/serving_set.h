@@ -34,6 +34,7 @@ struct SiteHandlers {
     AsyncLogger* access_log = nullptr;                // null: the global access log
     const SiteConfig* config = nullptr;               // null for the default root
     std::optional<TryFiles> try_files;                // the site's, else --try-files / --spa
+    bool compress = true;                             // scripts' output too (--compress)
 };
 
 struct ServingSet {

@@ -34,7 +34,7 @@ protected:
         struct stat st;
         EXPECT_TRUE(fd);
         EXPECT_EQ(fstat(fd.get(), &st), 0);
-        EXPECT_EQ(load_file_variant(std::move(fd), st, "text/plain", false, false, small_limit,
+        EXPECT_EQ(load_file_variant(std::move(fd), st, "text/plain", {}, false, small_limit,
                                     file->identity),
                   0);
         return file;

@@ -429,7 +429,9 @@ TEST_F(StaticHandlerTest, GzipSibling) {
     EXPECT_EQ(payload(gz), "\x1f\x8b-not-really-gzip");
     EXPECT_EQ(header(gz, "Content-Length"), "18");
 
-    for (const char* accept : {"", "deflate", "gzip;q=0", "gzip ; q=0.000", "x-gzip"}) {
+    // RFC 9110 §8.4.1.3: a recipient takes x-gzip for gzip.
+    EXPECT_EQ(header(get("/style.css", Method::Get, with("x-gzip")), "Content-Encoding"), "gzip");
+    for (const char* accept : {"", "deflate", "gzip;q=0", "gzip ; q=0.000"}) {
         const Response& plain = get("/style.css", Method::Get, with(accept));
         EXPECT_EQ(header(plain, "Content-Encoding"), "<absent>") << accept;
         EXPECT_EQ(header(plain, "Vary"), "Accept-Encoding") << accept;

@@ -1,0 +1,95 @@
+#include "http/compress_stream.h"
+
+#include "base/ascii.h"
+
+namespace lepus {
+
+Coding stream_coding(const Request& request) {
+    if (request.is_head()) return Coding::Identity; // no body: no coder run for nothing
+    Negotiated chosen = negotiate_coding(request.accept_encoding, CodingSet{true, true, true});
+    // A dynamic page is not refused for want of a coding (406 is for files,
+    // whose representations are known): identity then.
+    return chosen.acceptable ? chosen.coding : Coding::Identity;
+}
+
+void CompressingStream::decide(const StreamHead& inner) {
+    decided_ = true;
+    head_ = inner;
+    std::string_view content_type;
+    bool encoded = false;
+    for (const Header& header : inner.headers) {
+        if (ascii_iequals(header.name, "Content-Type")) content_type = header.value;
+        if (ascii_iequals(header.name, "Content-Encoding")) encoded = true;
+    }
+    bool no_body = inner.status < 200 || inner.status == 204 || inner.status == 304;
+    bool compressible = !no_body && !encoded && is_compressible_type(content_type);
+    if (!compressible) return; // untouched: head_ is the inner head
+    bool worth_it = coding_ != Coding::Identity &&
+                    !(inner.content_length && *inner.content_length < kMinCompressLength);
+    headers_.clear();
+    for (const Header& header : inner.headers) {
+        if (worth_it && ascii_iequals(header.name, "ETag") && !header.value.starts_with("W/")) {
+            weak_etag_ = "W/" + std::string(header.value);
+            headers_.push_back({header.name, weak_etag_});
+            continue;
+        }
+        headers_.push_back(header);
+    }
+    headers_.push_back({"Vary", "Accept-Encoding"});
+    if (worth_it) {
+        compressor_ = Compressor::make(coding_);
+        headers_.push_back({"Content-Encoding", coding_name(coding_)});
+        head_.content_length.reset();
+    }
+    head_.headers = headers_;
+}
+
+StreamState CompressingStream::poll() {
+    StreamState state = inner_->poll();
+    if (state != StreamState::Ready) return state;
+    if (!decided_) decide(inner_->head());
+    if (compressor_ && !pump()) return StreamState::Broken;
+    return StreamState::Ready;
+}
+
+bool CompressingStream::pump() {
+    // Back-pressure: while the client has not taken what is compressed, the
+    // inner stream keeps its bytes (and so stops reading its backend).
+    if (out_.size() - out_pos_ >= kOutHighWater) return true;
+    if (out_pos_ == out_.size()) {
+        out_.clear();
+        out_pos_ = 0;
+    }
+    std::span<const char> in = inner_->body();
+    if (!in.empty()) {
+        // Flush: everything the backend has given so far reaches the client
+        // now, so a slow page shows progress burst by burst.
+        if (!compressor_->write({in.data(), in.size()}, true, out_)) return false;
+        inner_->consume(in.size());
+    }
+    if (inner_->ended() && inner_->body().empty() && !finished_) {
+        if (!compressor_->finish(out_)) return false;
+        finished_ = true;
+    }
+    return true;
+}
+
+std::span<const char> CompressingStream::body() const {
+    if (!compressor_) return inner_->body();
+    return {out_.data() + out_pos_, out_.size() - out_pos_};
+}
+
+void CompressingStream::consume(size_t bytes) {
+    if (!compressor_) return inner_->consume(bytes);
+    out_pos_ += bytes;
+    // More room: take what the inner stream holds (it does not wake us for
+    // bytes it already has).
+    if (out_.size() - out_pos_ < kOutHighWater / 2) pump();
+}
+
+bool CompressingStream::ended() const {
+    if (!compressor_) return inner_->ended();
+    return finished_;
+}
+
+} // namespace lepus
