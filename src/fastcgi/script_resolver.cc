@@ -85,7 +85,7 @@ RouteKind ScriptResolver::script(std::string_view script_name, std::string_view 
 int ScriptResolver::check_regular_file(const std::string& rel_path, bool& is_directory) {
     // O_PATH: nothing is read, so no open of a FIFO can block, and nothing
     // about the file is disclosed beyond what fstat says.
-    UniqueFd fd = open_beneath(root_.get(), rel_path.c_str(), O_PATH);
+    UniqueFd fd = open_confined(root_.get(), rel_path.c_str(), O_PATH, options_.symlinks);
     struct stat st;
     if (!fd || fstat(fd.get(), &st) != 0) return status_for_errno(errno);
     is_directory = S_ISDIR(st.st_mode);

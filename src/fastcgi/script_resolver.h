@@ -9,6 +9,7 @@
 #pragma once
 
 #include "base/unique_fd.h"
+#include "http/open_beneath.h"
 #include "http/request.h"
 
 #include <memory>
@@ -23,6 +24,7 @@ struct ScriptResolverOptions {
     std::vector<std::string> extensions; // --fastcgi-ext, e.g. ".php"
     std::vector<std::string> index;      // --index, tried in order for directories
     bool dotfiles_allow = false;
+    SymlinkPolicy symlinks = SymlinkPolicy::Beneath; // --symlinks, as for the files
 };
 
 enum class RouteKind : uint8_t {

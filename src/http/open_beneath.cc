@@ -79,4 +79,65 @@ UniqueFd open_beneath(int dir_fd, const char* rel_path, int flags, ConfineMode m
     return open_by_walk(dir_fd, rel_path, flags);
 }
 
+std::optional<SymlinkPolicy> parse_symlink_policy(std::string_view text) {
+    if (text == "beneath") return SymlinkPolicy::Beneath;
+    if (text == "follow") return SymlinkPolicy::Follow;
+    if (text == "owner") return SymlinkPolicy::Owner;
+    return std::nullopt;
+}
+
+std::string_view symlink_policy_name(SymlinkPolicy policy) {
+    switch (policy) {
+    case SymlinkPolicy::Follow:
+        return "follow";
+    case SymlinkPolicy::Owner:
+        return "owner";
+    case SymlinkPolicy::Beneath:
+        break;
+    }
+    return "beneath";
+}
+
+namespace {
+
+UniqueFd open_following(int dir_fd, const char* rel_path, int flags) {
+    open_how how;
+    memset(&how, 0, sizeof how);
+    how.flags = uint64_t(flags | O_CLOEXEC);
+    how.resolve = RESOLVE_NO_MAGICLINKS;
+    long fd = syscall(SYS_openat2, dir_fd, rel_path, &how, sizeof how);
+    if (fd < 0 && errno == ENOSYS) fd = openat(dir_fd, rel_path, flags | O_CLOEXEC);
+    return UniqueFd(int(fd));
+}
+
+// Every symlink on the way (each prefix of rel_path) must have the owner of
+// what it points to: a user's link to their own files is followed, a link to
+// root's /etc/shadow planted in an upload folder is not.
+bool symlink_owners_match(int dir_fd, const char* rel_path) {
+    std::string path(rel_path);
+    for (size_t end = 0; end != std::string::npos;) {
+        end = path.find('/', end + 1);
+        std::string prefix = path.substr(0, end);
+        if (prefix.empty() || prefix == ".") continue;
+        struct stat link, target;
+        if (fstatat(dir_fd, prefix.c_str(), &link, AT_SYMLINK_NOFOLLOW) != 0) return false;
+        if (!S_ISLNK(link.st_mode)) continue;
+        if (fstatat(dir_fd, prefix.c_str(), &target, 0) != 0) return false;
+        if (link.st_uid != target.st_uid) return false;
+    }
+    return true;
+}
+
+} // namespace
+
+UniqueFd open_confined(int dir_fd, const char* rel_path, int flags, SymlinkPolicy policy) {
+    if (policy == SymlinkPolicy::Beneath) return open_beneath(dir_fd, rel_path, flags);
+    UniqueFd fd = open_following(dir_fd, rel_path, flags);
+    if (fd && policy == SymlinkPolicy::Owner && !symlink_owners_match(dir_fd, rel_path)) {
+        errno = ELOOP;
+        return {};
+    }
+    return fd;
+}
+
 } // namespace lepus

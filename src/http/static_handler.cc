@@ -7,6 +7,7 @@
 #include "http/open_beneath.h"
 #include "http/path.h"
 #include "http/range.h"
+#include "log/error_log.h"
 
 #include <cerrno>
 #include <cstdio>
@@ -222,7 +223,7 @@ StaticHandler::Probe StaticHandler::probe(std::string_view decoded_path, uint64_
     if (!options_.dotfiles_allow && has_hidden_segment(decoded_path)) return Probe::Missing;
     if (decoded_path.back() != '/' && cache_.find(decoded_path, now_ms)) return Probe::File;
     rel_.assign(decoded_path.size() == 1 ? std::string_view(".") : decoded_path.substr(1));
-    UniqueFd fd = open_beneath(root_.get(), rel_.c_str(), O_PATH);
+    UniqueFd fd = open_confined(root_.get(), rel_.c_str(), O_PATH, options_.symlinks);
     struct stat st;
     if (!fd || fstat(fd.get(), &st) != 0) return Probe::Missing;
     if (S_ISDIR(st.st_mode)) return Probe::Directory;
@@ -231,7 +232,7 @@ StaticHandler::Probe StaticHandler::probe(std::string_view decoded_path, uint64_
 }
 
 int StaticHandler::open_file(const std::string& rel_path, UniqueFd& fd, struct stat& st) {
-    fd = open_beneath(root_.get(), rel_path.c_str(), kOpenFlags);
+    fd = open_confined(root_.get(), rel_path.c_str(), kOpenFlags, options_.symlinks);
     if (!fd || fstat(fd.get(), &st) != 0) return status_for_errno(errno, "open");
     return 0;
 }
@@ -260,7 +261,7 @@ int StaticHandler::load(std::string_view key, std::string_view rel_path, UniqueF
     bool any_sibling = false;
     for (Sibling& sibling : siblings) {
         std::string path = entry->rel_path + sibling.suffix;
-        sibling.fd = open_beneath(root_.get(), path.c_str(), kOpenFlags);
+        sibling.fd = open_confined(root_.get(), path.c_str(), kOpenFlags, options_.symlinks);
         if (sibling.fd &&
             (fstat(sibling.fd.get(), &sibling.st) != 0 || !S_ISREG(sibling.st.st_mode)))
             sibling.fd.reset();
@@ -477,6 +478,13 @@ int status_for_errno(int error_number) {
 int StaticHandler::status_for_errno(int error_number, std::string_view what) {
     int status = lepus::status_for_errno(error_number);
     if (status == 500) report_internal_error(what, path_, error_number);
+    // A refused symlink (RESOLVE_BENEATH's EXDEV, the owner check's or the
+    // walk's ELOOP) is a configuration matter: say which option decides.
+    if (status == 403 && (error_number == EXDEV || error_number == ELOOP) &&
+        options_.symlinks != SymlinkPolicy::Follow)
+        log_warn("\"%s\": a symbolic link on the way is refused by --symlinks %s: 403 "
+                 "(--symlinks follow or owner allows it)",
+                 path_.c_str(), std::string(symlink_policy_name(options_.symlinks)).c_str());
     return status;
 }
 

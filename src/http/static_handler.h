@@ -7,6 +7,7 @@
 #include "base/unique_fd.h"
 #include "http/compress.h"
 #include "http/file_cache.h"
+#include "http/open_beneath.h"
 #include "http/request.h"
 #include "http/response.h"
 
@@ -26,6 +27,7 @@ struct StaticOptions {
     std::vector<std::string> index = {"index.html"}; // --index, tried in order
     bool autoindex = false;                          // --autoindex
     bool dotfiles_allow = false;                     // --dotfiles allow
+    SymlinkPolicy symlinks = SymlinkPolicy::Beneath; // --symlinks
     // --compress: text files (http/compress.h) compressed once per coding and
     // kept with the cached file; precompressed .gz/.br/.zst siblings either way.
     bool compress = true;

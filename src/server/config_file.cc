@@ -190,6 +190,12 @@ public:
                 tls(node, site);
             } else if (name == "https_redirect") {
                 https_redirect(node, site);
+            } else if (name == "symlinks") {
+                auto text = string(node, name);
+                if (text && *text != "beneath" && *text != "follow" && *text != "owner")
+                    error(node, "'symlinks' is beneath, follow or owner");
+                else if (text)
+                    site.symlinks = *text;
             } else if (name == "compress") {
                 site.compress = boolean(node, name);
             } else if (name == "try_files" || name == "spa") {

@@ -49,6 +49,7 @@ struct SiteConfig {
     std::string root;
     std::optional<std::vector<std::string>> index;
     std::optional<bool> autoindex, dotfiles_allow, compress;
+    std::optional<std::string> symlinks; // "beneath", "follow", "owner"
     std::optional<std::string> access_log;
     std::optional<SiteFastCgi> fastcgi;
     std::map<int, std::string> error_pages; // status -> path under the root

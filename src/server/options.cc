@@ -165,7 +165,7 @@ struct OptionTexts {
     std::string keepalive_timeout, header_timeout, body_timeout, send_timeout, shutdown_timeout;
     std::string fastcgi_queue_timeout, fastcgi_timeout, fastcgi_idle_timeout;
     std::string max_body_size, dotfiles = "deny", accept = "auto", io = "epoll";
-    std::string defer_accept = "on", compress = "on";
+    std::string defer_accept = "on", compress = "on", symlinks = "beneath";
     bool no_pin = false;
 };
 
@@ -270,6 +270,11 @@ void add_file_and_php_options(CLI::App& app, ServerOptions& options, OptionTexts
                                "Index file names for directories (repeat, or a,b)"))
         ->capture_default_str();
     app.add_flag("--autoindex", options.autoindex, "List directories without an index");
+    app.add_option("--symlinks", texts.symlinks,
+                   "beneath (links that stay under the root), follow, or owner (same owner "
+                   "as the target)")
+        ->capture_default_str()
+        ->check(CLI::IsMember({"beneath", "follow", "owner"}));
     app.add_option("--compress", texts.compress,
                    "on: gzip, br or zstd for text responses, as the client accepts; off")
         ->capture_default_str()
@@ -424,6 +429,7 @@ std::string finish_options(const CLI::App& app, ServerOptions& options, const Op
     options.io = *parse_io_backend(texts.io);
     options.defer_accept = texts.defer_accept == "on";
     options.compress = texts.compress == "on";
+    options.symlinks = *parse_symlink_policy(texts.symlinks);
     if (options.header_timeout_ms == 0 || options.keepalive_timeout_ms == 0 ||
         options.body_timeout_ms == 0 || options.send_timeout_ms == 0 ||
         options.shutdown_timeout_ms == 0)

@@ -2,6 +2,7 @@
 // line that fills it. The config file (later) fills the same struct.
 #pragma once
 
+#include "http/open_beneath.h"
 #include "net/poller.h"
 #include "net/proxy_protocol.h"
 #include "net/socket.h"
@@ -43,7 +44,8 @@ struct ServerOptions {
     uint64_t max_body_size = 1 << 20;
 
     std::vector<std::string> index = {"index.html"};
-    bool compress = true; // --compress on|off: gzip, br, zstd on the fly
+    bool compress = true;                            // --compress on|off: gzip, br, zstd on the fly
+    SymlinkPolicy symlinks = SymlinkPolicy::Beneath; // --symlinks beneath|follow|owner
     bool autoindex = false;
     bool dotfiles_allow = false;
     // --try-files / --spa (config `try_files`, `spa`): the words as given, and

@@ -88,6 +88,7 @@ std::unique_ptr<ServingSet> make_serving_set(const ServerOptions& options,
     base.autoindex = options.autoindex;
     base.dotfiles_allow = options.dotfiles_allow;
     base.compress = options.compress;
+    base.symlinks = options.symlinks;
     auto set = std::make_unique<ServingSet>();
     set->root.files = StaticHandler::create(base, error);
     if (!set->root.files) return nullptr;
@@ -97,7 +98,7 @@ std::unique_ptr<ServingSet> make_serving_set(const ServerOptions& options,
     bool global_fastcgi = !options.fastcgi.empty();
     if (global_fastcgi && !sites) {
         fastcgi::ScriptResolverOptions scripts{options.root, options.fastcgi_ext, options.index,
-                                               options.dotfiles_allow};
+                                               options.dotfiles_allow, options.symlinks};
         set->root.scripts = fastcgi::ScriptResolver::create(scripts, error);
         if (!set->root.scripts) return nullptr;
         set->root.pool = pool_index(*set, backend_options(options, nullptr, index, threads));
@@ -119,6 +120,7 @@ std::unique_ptr<ServingSet> make_serving_set(const ServerOptions& options,
         if (site.autoindex) site_options.autoindex = *site.autoindex;
         if (site.dotfiles_allow) site_options.dotfiles_allow = *site.dotfiles_allow;
         if (site.compress) site_options.compress = *site.compress;
+        if (site.symlinks) site_options.symlinks = *parse_symlink_policy(*site.symlinks);
         handlers.files = StaticHandler::create(site_options, error);
         if (!handlers.files) {
             error.insert(0, site.origin + ": ");
@@ -130,7 +132,7 @@ std::unique_ptr<ServingSet> make_serving_set(const ServerOptions& options,
             const SiteFastCgi* own = site.fastcgi ? &*site.fastcgi : nullptr;
             fastcgi::ScriptResolverOptions scripts{
                 site.root, own && !own->ext.empty() ? own->ext : options.fastcgi_ext,
-                site_options.index, site_options.dotfiles_allow};
+                site_options.index, site_options.dotfiles_allow, site_options.symlinks};
             handlers.scripts = fastcgi::ScriptResolver::create(scripts, error);
             if (!handlers.scripts) {
                 error.insert(0, site.origin + ": ");
