@@ -209,8 +209,13 @@ void Reactor::start_draining() {
     drain_deadline_ms_ = clock_.now_ms + options_.shutdown_timeout_ms;
     // slots_ has a fixed size (max_fds), so a handler that removes itself does not
     // invalidate the loop.
-    for (Slot& slot : slots_)
-        if (slot.handler && slot.is_connection) slot.handler->on_shutdown();
+    for (Slot& slot : slots_) {
+        if (!slot.handler) continue;
+        if (slot.is_connection)
+            slot.handler->on_shutdown();
+        else
+            slot.handler->on_stop_accepting();
+    }
 }
 
 void Reactor::run() {

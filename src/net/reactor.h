@@ -49,6 +49,10 @@ public:
     virtual void on_shutdown() = 0;
     // The drain deadline passed: close now.
     virtual void on_force_close() = 0;
+    // The reactor starts draining, for a handler that is not a connection: a
+    // listener of the reactor's own stops accepting (else new clients would
+    // keep the drain from ever ending).
+    virtual void on_stop_accepting() {}
 
 protected:
     ~EventHandler() = default;

@@ -38,6 +38,7 @@ public:
     bool start() { return reactor_.add(fd_.get(), this, EPOLLIN, false); }
     // Takes it out of its reactor and closes the socket (reactor thread).
     void stop() {
+        if (!fd_) return;
         reactor_.remove(fd_.get());
         fd_.reset();
     }
@@ -45,6 +46,9 @@ public:
     void on_events(uint32_t events) override;
     void on_shutdown() override {}
     void on_force_close() override {}
+    // SIGTERM: closed at once, as the acceptor thread closes its listeners, so
+    // the kernel stops queueing connections for a reactor that is leaving.
+    void on_stop_accepting() override { stop(); }
 
 private:
     Reactor& reactor_;
