@@ -149,6 +149,12 @@ struct Exchange {
     void* site = nullptr;
     // Times the layer above re-routed the exchange (an error page); it stops at one.
     int internal_redirects = 0;
+    // A stream that hands the exchange back to the layer above for another
+    // answer (a script's X-Accel-Redirect: server/x_accel.h) sets these, then
+    // reports Failed with error_status() 200: the URI to serve, and the
+    // backend's header lines to keep on that answer.
+    std::string internal_redirect;
+    std::string internal_redirect_headers;
 };
 
 // The layer above the engines: the server's router.

@@ -200,6 +200,11 @@ public:
                 site.compress = boolean(node, name);
             } else if (name == "try_files" || name == "spa") {
                 try_files(node, name, site);
+            } else if (name == "x_accel") {
+                std::string message;
+                if (auto text = string(node, name);
+                    text && !(site.x_accel = parse_x_accel(*text, message)))
+                    error(node, message);
             } else {
                 error(node, "unknown key '" + std::string(name) + "' in [[site]]");
             }

@@ -8,6 +8,7 @@
 #pragma once
 
 #include "server/try_files.h"
+#include "server/x_accel.h"
 
 #include <cstdint>
 #include <map>
@@ -61,6 +62,8 @@ struct SiteConfig {
     uint16_t https_redirect = 0;
     // `try_files = [...]` or `spa = true` (see server/try_files.h); nullopt: the top level's.
     std::optional<TryFiles> try_files;
+    // `x_accel = "/protected/=/srv/files"` (server/x_accel.h); nullopt: the top level's.
+    std::optional<XAccel> x_accel;
     std::string origin; // "lepus.toml:12:1", for messages
 };
 

@@ -286,6 +286,9 @@ void add_file_and_php_options(CLI::App& app, ServerOptions& options, OptionTexts
         ->expected(1) // one word per --try-files (it may hold several candidates)
         ->allow_extra_args(false)
         ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+    app.add_option("--x-accel", options.x_accel_text,
+                   "PREFIX=DIR: files scripts hand over with X-Accel-Redirect: PREFIX/name or "
+                   "X-Sendfile: DIR/name (e.g. /protected/=/srv/files)");
     app.add_flag("--spa", options.spa,
                  "Single-page application: unknown paths get /index.html (try_files $uri $uri/ "
                  "/index.html)");
@@ -454,6 +457,11 @@ std::string finish_options(const CLI::App& app, ServerOptions& options, const Op
         options.try_files =
             parse_try_files(options.spa ? spa_try_files() : options.try_files_words, error);
         if (!options.try_files) return error;
+    }
+    if (!options.x_accel_text.empty()) {
+        std::string error;
+        options.x_accel = parse_x_accel(options.x_accel_text, error);
+        if (!options.x_accel) return error;
     }
     if (!options.status_path.empty() && options.status_path.front() != '/')
         return "--status-path must start with /";

@@ -8,6 +8,7 @@
 #include "net/socket.h"
 #include "server/config_file.h"
 #include "server/try_files.h"
+#include "server/x_accel.h"
 
 #include <cstdint>
 #include <optional>
@@ -53,6 +54,10 @@ struct ServerOptions {
     std::vector<std::string> try_files_words;
     bool spa = false;
     std::optional<TryFiles> try_files;
+    // --x-accel PREFIX=DIR (config `x_accel`): the internal folder scripts name
+    // with X-Accel-Redirect / X-Sendfile (server/x_accel.h); nullopt: none.
+    std::string x_accel_text;
+    std::optional<XAccel> x_accel;
 
     // FastCGI (php-fpm). Empty fastcgi: off, everything is static.
     std::string fastcgi;                             // "unix:/path" or "HOST:PORT"

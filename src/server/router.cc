@@ -8,6 +8,7 @@
 #include "server/error_page.h"
 #include "server/status_handler.h"
 #include "server/worker.h"
+#include "server/x_accel.h"
 
 namespace lepus {
 namespace {
@@ -115,6 +116,13 @@ bool Router::serve_redirect(Exchange& exchange, SiteHandlers& site) {
 }
 
 void Router::route_to_handler(Exchange& exchange, SiteHandlers& site) {
+    // The X-Accel folder is internal (nginx's `internal`): clients get 404.
+    if (site.x_accel && decode_path(exchange.request->path, path_) == 0 &&
+        path_.starts_with(site.x_accel->prefix)) {
+        if (exchange.request->has_body()) exchange.keep_alive = false;
+        build_error_response(404, reply_context(exchange), exchange.response);
+        return apply_error_page(exchange, site, 404);
+    }
     if (site.try_files && try_files(exchange, site)) return;
     route_request(exchange, site, *exchange.request, false);
 }
@@ -197,6 +205,9 @@ void Router::route_request(Exchange& exchange, SiteHandlers& site, const Request
             }
             exchange.stream = std::make_unique<fastcgi::FastCgiExchange>(
                 static_cast<ServingSet*>(exchange.hold.get())->pool_of(site), exchange, target);
+            // X-Accel-Redirect / X-Sendfile: the files answer instead (fail() below).
+            exchange.stream = std::make_unique<XAccelStream>(
+                std::move(exchange.stream), exchange, site.x_accel ? &*site.x_accel : nullptr);
             // PHP output compressed as it streams (gzip, br or zstd as accepted).
             if (site.compress)
                 exchange.stream = std::make_unique<CompressingStream>(std::move(exchange.stream),
@@ -249,6 +260,42 @@ bool Router::run_error_script(Exchange& exchange, SiteHandlers& site, std::strin
     return true;
 }
 
+// A script's X-Accel-Redirect (or X-Sendfile, turned into a URI under the
+// prefix by XAccelStream): the file is served as a GET of that URI, with the
+// client's conditional and range headers, from the internal folder or the
+// site's own files; the script's kept header lines replace the file's.
+void Router::serve_x_accel(Exchange& exchange, SiteHandlers& site) {
+    std::string target = std::move(exchange.internal_redirect);
+    exchange.internal_redirect.clear();
+    std::string_view uri = target, query;
+    if (size_t mark = uri.find('?'); mark != std::string_view::npos) {
+        query = uri.substr(mark + 1);
+        uri = uri.substr(0, mark);
+    }
+    Request fetch = *exchange.request;
+    if (!fetch.is_head()) {
+        fetch.method = Method::Get;
+        fetch.method_text = "GET";
+    }
+    fetch.target = target;
+    fetch.path = uri;
+    fetch.query = query;
+    fetch.content_length.reset();
+    fetch.chunked = false;
+    StaticHandler* files = site.files.get();
+    std::string inner; // the path below the internal folder, still encoded
+    if (site.x_accel && decode_path(uri, path_) == 0 && path_.starts_with(site.x_accel->prefix)) {
+        inner = "/";
+        append_percent_encoded(std::string_view(path_).substr(site.x_accel->prefix.size()), inner);
+        fetch.path = inner;
+        files = site.x_accel_files.get();
+    }
+    files->handle(fetch, exchange.keep_alive, exchange.now_s, exchange.now_ms, exchange.response);
+    Response& response = exchange.response;
+    if (response.status >= 400) return apply_error_page(exchange, site, response.status);
+    replace_header_lines(exchange.internal_redirect_headers, response.head);
+}
+
 void Router::add_rule_headers(Exchange& exchange, SiteHandlers& site) {
     if (!site.config || site.config->headers.empty()) return;
     // Matched on the decoded, normalised path: "/%70rivate/x", "//private/x"
@@ -267,6 +314,10 @@ void Router::add_rule_headers(Exchange& exchange, SiteHandlers& site) {
 
 void Router::fail(Exchange& exchange, int status, std::string_view extra_headers) {
     SiteHandlers& site = pick_site(exchange);
+    if (status == 200 && !exchange.internal_redirect.empty()) {
+        serve_x_accel(exchange, site);
+        return add_rule_headers(exchange, site);
+    }
     build_error_response(status, reply_context(exchange), exchange.response, extra_headers);
     apply_error_page(exchange, site, status);
     add_rule_headers(exchange, site);
@@ -280,6 +331,7 @@ void Router::finish(Exchange& exchange) {
     exchange.site = nullptr;
     exchange.hold.reset();
     exchange.internal_redirects = 0;
+    exchange.internal_redirect.clear();
 }
 
 void Router::account(Exchange& exchange, int status, uint64_t body_bytes) {

@@ -60,6 +60,8 @@ private:
     // The site's header rules for the request's decoded path, added to the
     // complete response or kept for the streamed one's head.
     void add_rule_headers(Exchange& exchange, SiteHandlers& site);
+    // Serves the file a script named (exchange.internal_redirect: server/x_accel.h).
+    void serve_x_accel(Exchange& exchange, SiteHandlers& site);
 
     Worker& worker_;
     std::vector<Cidr> status_allow_;

@@ -78,6 +78,21 @@ void SiteLogs::stop() {
         logger->stop();
 }
 
+// The internal folder of X-Accel-Redirect / X-Sendfile, served with the
+// site's file options, but without index or listing: a script names a file.
+bool make_x_accel_files(const std::optional<XAccel>& x_accel, const StaticOptions& site_options,
+                        SiteHandlers& handlers, std::string& error) {
+    handlers.x_accel = x_accel; // a copy: the options it came from may be a reload's
+    if (!x_accel) return true;
+    StaticOptions options = site_options;
+    options.root = x_accel->root;
+    options.index.clear();
+    options.autoindex = false;
+    handlers.x_accel_files = StaticHandler::create(options, error);
+    if (!handlers.x_accel_files) error.insert(0, "x-accel: ");
+    return bool(handlers.x_accel_files);
+}
+
 std::unique_ptr<ServingSet> make_serving_set(const ServerOptions& options,
                                              const std::shared_ptr<const SiteTable>& sites,
                                              SiteLogs& logs, unsigned index, unsigned threads,
@@ -94,6 +109,7 @@ std::unique_ptr<ServingSet> make_serving_set(const ServerOptions& options,
     if (!set->root.files) return nullptr;
     set->root.try_files = options.try_files;
     set->root.compress = options.compress;
+    if (!make_x_accel_files(options.x_accel, base, set->root, error)) return nullptr;
     set->sites = sites;
     bool global_fastcgi = !options.fastcgi.empty();
     if (global_fastcgi && !sites) {
@@ -122,7 +138,8 @@ std::unique_ptr<ServingSet> make_serving_set(const ServerOptions& options,
         if (site.compress) site_options.compress = *site.compress;
         if (site.symlinks) site_options.symlinks = *parse_symlink_policy(*site.symlinks);
         handlers.files = StaticHandler::create(site_options, error);
-        if (!handlers.files) {
+        const std::optional<XAccel>& x_accel = site.x_accel ? site.x_accel : options.x_accel;
+        if (!handlers.files || !make_x_accel_files(x_accel, site_options, handlers, error)) {
             error.insert(0, site.origin + ": ");
             return nullptr;
         }

@@ -16,6 +16,7 @@
 #include "log/async_logger.h"
 #include "server/options.h"
 #include "server/site_table.h"
+#include "server/x_accel.h"
 
 #include <map>
 #include <memory>
@@ -35,6 +36,9 @@ struct SiteHandlers {
     const SiteConfig* config = nullptr;               // null for the default root
     std::optional<TryFiles> try_files;                // the site's, else --try-files / --spa
     bool compress = true;                             // scripts' output too (--compress)
+    // The internal folder for X-Accel-Redirect / X-Sendfile and its files; null: none.
+    std::optional<XAccel> x_accel;
+    std::unique_ptr<StaticHandler> x_accel_files;
 };
 
 struct ServingSet {

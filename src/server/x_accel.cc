@@ -1,0 +1,155 @@
+#include "server/x_accel.h"
+
+#include "base/ascii.h"
+#include "http/path.h"
+#include "log/error_log.h"
+
+#include <filesystem>
+
+namespace lepus {
+
+std::optional<XAccel> parse_x_accel(std::string_view text, std::string& error) {
+    size_t equals = text.find('=');
+    if (equals == std::string_view::npos) {
+        error = "x-accel: '" + std::string(text) + "' is not PREFIX=DIR (/protected/=/srv/files)";
+        return std::nullopt;
+    }
+    XAccel x_accel;
+    x_accel.prefix.assign(text.substr(0, equals));
+    std::string_view dir = text.substr(equals + 1);
+    const std::string& prefix = x_accel.prefix;
+    // The prefix is matched on decoded, normalised paths (http/path.h).
+    std::string normal;
+    if (prefix.size() < 2 || !prefix.starts_with('/') || !prefix.ends_with('/') ||
+        decode_path(prefix, normal) != 0 || normal != prefix) {
+        error = "x-accel: the prefix '" + prefix + "' must be a plain path such as /protected/";
+        return std::nullopt;
+    }
+    if (dir.empty()) {
+        error = "x-accel: '" + std::string(text) + "' names no folder after '='";
+        return std::nullopt;
+    }
+    // X-Sendfile paths are compared with it as text: absolute, normalised.
+    std::error_code failed;
+    std::filesystem::path absolute = std::filesystem::absolute(std::string(dir), failed);
+    x_accel.root = absolute.lexically_normal().string();
+    while (x_accel.root.size() > 1 && x_accel.root.ends_with('/'))
+        x_accel.root.pop_back();
+    if (!std::filesystem::is_directory(x_accel.root, failed)) {
+        error = "x-accel: '" + x_accel.root + "' is not a folder";
+        return std::nullopt;
+    }
+    return x_accel;
+}
+
+bool kept_on_x_accel(std::string_view name) {
+    for (std::string_view kept : {"Content-Type", "Content-Disposition", "Set-Cookie",
+                                  "Cache-Control", "Expires", "Accept-Ranges"})
+        if (ascii_iequals(name, kept)) return true;
+    return false;
+}
+
+namespace {
+
+std::string_view line_name(std::string_view line) {
+    return line.substr(0, line.find(':'));
+}
+
+} // namespace
+
+void replace_header_lines(std::string_view lines, std::string& head) {
+    if (lines.empty() || !head.ends_with("\r\n\r\n")) return;
+    // Drops the head's lines named in `lines`; the status line stays.
+    size_t at = head.find("\r\n") + 2;
+    while (at + 2 < head.size()) {
+        size_t end = head.find("\r\n", at) + 2;
+        std::string_view name = line_name(std::string_view(head).substr(at, end - at));
+        bool named = false;
+        for (size_t from = 0; from < lines.size() && !named;) {
+            size_t next = lines.find("\r\n", from);
+            if (next == std::string_view::npos) break;
+            named = ascii_iequals(line_name(lines.substr(from, next - from)), name);
+            from = next + 2;
+        }
+        if (named)
+            head.erase(at, end - at);
+        else
+            at = end;
+    }
+    head.insert(head.size() - 2, lines);
+}
+
+StreamState XAccelStream::poll() {
+    StreamState state = inner_->poll();
+    if (state != StreamState::Ready) return state;
+    if (verdict_ == Verdict::Unchecked) verdict_ = check(inner_->head());
+    return verdict_ == Verdict::PassThrough ? StreamState::Ready : StreamState::Failed;
+}
+
+XAccelStream::Verdict XAccelStream::check(const StreamHead& head) {
+    std::string_view redirect, sendfile;
+    for (const Header& header : head.headers) {
+        if (ascii_iequals(header.name, "X-Accel-Redirect"))
+            redirect = header.value;
+        else if (x_accel_ && ascii_iequals(header.name, "X-Sendfile"))
+            sendfile = header.value;
+    }
+    if (redirect.empty() && sendfile.empty()) return Verdict::PassThrough;
+    const Request& request = *exchange_.request;
+    std::string& uri = exchange_.internal_redirect;
+    uri.clear();
+    if (!redirect.empty()) {
+        // A URI of this site (nginx also has "@name" locations; lepus has none).
+        if (!redirect.starts_with('/')) {
+            log_error("the script for \"%.*s\" answered X-Accel-Redirect \"%.*s\", which is "
+                      "not a path: 502",
+                      int(request.target.size()), request.target.data(), int(redirect.size()),
+                      redirect.data());
+            return Verdict::Refused;
+        }
+        uri.assign(redirect);
+    } else if (!sendfile_uri(sendfile, uri)) {
+        log_error("the script for \"%.*s\" answered X-Sendfile \"%.*s\", which is not beneath "
+                  "the --x-accel folder %s: 502",
+                  int(request.target.size()), request.target.data(), int(sendfile.size()),
+                  sendfile.data(), x_accel_->root.c_str());
+        return Verdict::Refused;
+    }
+    std::string& lines = exchange_.internal_redirect_headers;
+    lines.clear();
+    for (const Header& header : head.headers) {
+        if (!kept_on_x_accel(header.name)) continue;
+        lines.append(header.name).append(": ").append(header.value).append("\r\n");
+    }
+    return Verdict::Redirect;
+}
+
+bool XAccelStream::sendfile_uri(std::string_view path, std::string& uri) const {
+    const std::string& root = x_accel_->root;
+    // A text comparison: ".." and links are dealt with when the file is opened,
+    // beneath DIR (the URI is decoded and normalised, then opened confined).
+    if (path.size() <= root.size() + 1 || !path.starts_with(root) || path[root.size()] != '/')
+        return false;
+    uri = x_accel_->prefix;
+    append_percent_encoded(path.substr(root.size() + 1), uri);
+    return true;
+}
+
+int XAccelStream::error_status() const {
+    switch (verdict_) {
+    case Verdict::Redirect:
+        return 200; // not an error: fail() serves exchange.internal_redirect
+    case Verdict::Refused:
+        return 502;
+    default:
+        return inner_->error_status();
+    }
+}
+
+std::string_view XAccelStream::error_headers() const {
+    return verdict_ == Verdict::PassThrough || verdict_ == Verdict::Unchecked
+               ? inner_->error_headers()
+               : std::string_view{};
+}
+
+} // namespace lepus

@@ -1,0 +1,88 @@
+// X-Accel-Redirect and X-Sendfile: a script answers with a header naming a
+// file and lepus serves the file itself (sendfile, ranges, conditional
+// requests, the file cache), as nginx does for download sites: the script
+// checks who may have the file, the server moves its bytes.
+//
+//   --x-accel PREFIX=DIR   (config `x_accel = "/protected/=/srv/files"`, top
+//                           level and per site) names the internal folder:
+//   X-Accel-Redirect: PREFIX/a/b.pdf   DIR/a/b.pdf, confined beneath DIR by
+//                                      the site's symlink policy
+//   X-Accel-Redirect: /public/c.zip    the site's own files (nginx's internal
+//                                      redirect to a public location; always on)
+//   X-Sendfile: DIR/a/b.pdf            the same file by its path (lighttpd,
+//                                      Apache's mod_xsendfile); only with
+//                                      --x-accel, and only beneath DIR
+// A client asking for PREFIX/... itself gets 404 (nginx's `internal`).
+//
+// The file's response keeps the script's Content-Type, Content-Disposition,
+// Set-Cookie, Cache-Control, Expires and Accept-Ranges, the header fields
+// nginx carries over an X-Accel-Redirect; its status is the file's (200, 206,
+// 304, 404 ...), and GET is used for the file whatever the script's method
+// was (HEAD stays HEAD), as nginx does.
+#pragma once
+
+#include "http/exchange.h"
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace lepus {
+
+struct XAccel {
+    std::string prefix; // "/protected/": starts and ends with '/'
+    std::string root;   // "/srv/files": absolute, normalised, no trailing '/'
+};
+
+// "PREFIX=DIR"; nullopt and one line in `error` when it is not that, or when
+// DIR is not a folder.
+std::optional<XAccel> parse_x_accel(std::string_view text, std::string& error);
+
+// Whether a script's header field is kept on the file's response.
+bool kept_on_x_accel(std::string_view header_name);
+
+// Puts whole header lines ("Name: value\r\n"...) into a complete response
+// head (status line ... empty line): the head's own lines of the same names
+// go (the script's Content-Type wins over the file's), the rest is added
+// before the empty line.
+void replace_header_lines(std::string_view lines, std::string& head);
+
+// A script's stream, watched for X-Accel-Redirect / X-Sendfile. When its head
+// names a file, the stream reports Failed with error_status() 200 after
+// setting exchange.internal_redirect (the file's URI) and
+// exchange.internal_redirect_headers (the kept lines): the engine hands the
+// exchange back to the router's fail(), which serves the file. A target it
+// must refuse (X-Sendfile outside DIR, a relative URI) is a 502 with one line
+// in the error log.
+class XAccelStream final : public ResponseStream {
+public:
+    // `x_accel` null: the site has no internal folder (X-Sendfile passes through).
+    XAccelStream(std::unique_ptr<ResponseStream> inner, Exchange& exchange, const XAccel* x_accel)
+        : inner_(std::move(inner)), exchange_(exchange), x_accel_(x_accel) {}
+
+    size_t offer_body(std::span<const char> data) override { return inner_->offer_body(data); }
+    void end_body() override { inner_->end_body(); }
+    StreamState poll() override;
+    const StreamHead& head() const override { return inner_->head(); }
+    std::span<const char> body() const override { return inner_->body(); }
+    void consume(size_t bytes) override { inner_->consume(bytes); }
+    bool ended() const override { return inner_->ended(); }
+    int error_status() const override;
+    std::string_view error_headers() const override;
+    void release() override { inner_->release(); }
+
+private:
+    enum class Verdict : uint8_t { Unchecked, PassThrough, Redirect, Refused };
+    // Reads the head once: pass it on, redirect to a file, or refuse.
+    Verdict check(const StreamHead& head);
+    // X-Sendfile's path as a URI under the prefix; false when it is not beneath DIR.
+    bool sendfile_uri(std::string_view path, std::string& uri) const;
+
+    std::unique_ptr<ResponseStream> inner_;
+    Exchange& exchange_;
+    const XAccel* x_accel_;
+    Verdict verdict_ = Verdict::Unchecked;
+};
+
+} // namespace lepus

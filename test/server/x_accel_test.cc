@@ -1,0 +1,54 @@
+// parse_x_accel and the header lines a script keeps on the file it hands over.
+#include "server/x_accel.h"
+
+#include <gtest/gtest.h>
+
+namespace lepus {
+namespace {
+
+TEST(XAccel, PrefixAndFolder) {
+    std::string error;
+    auto parsed = parse_x_accel("/protected/=/tmp/../tmp/", error);
+    ASSERT_TRUE(parsed) << error;
+    EXPECT_EQ(parsed->prefix, "/protected/");
+    EXPECT_EQ(parsed->root, "/tmp"); // normalised, so X-Sendfile paths compare as text
+    auto nested = parse_x_accel("/a/b/=/", error);
+    ASSERT_TRUE(nested) << error;
+    EXPECT_EQ(nested->root, "/");
+}
+
+TEST(XAccel, RefusesWhatIsNotPrefixEqualsFolder) {
+    for (const char* text :
+         {"/protected/", "protected/=/tmp", "/protected=/tmp", "/=/tmp", "/a/../b/=/tmp",
+          "/a//b/=/tmp", "/%70/=/tmp", "/p/=", "/p/=/nonexistent-folder-of-lepus"}) {
+        std::string error;
+        EXPECT_FALSE(parse_x_accel(text, error)) << text;
+        EXPECT_NE(error.find("x-accel"), std::string::npos) << text;
+        EXPECT_EQ(error.find('\n'), std::string::npos) << text;
+    }
+}
+
+TEST(XAccel, KeptHeaders) {
+    EXPECT_TRUE(kept_on_x_accel("content-type"));
+    EXPECT_TRUE(kept_on_x_accel("Content-Disposition"));
+    EXPECT_TRUE(kept_on_x_accel("SET-COOKIE"));
+    EXPECT_FALSE(kept_on_x_accel("X-Accel-Redirect"));
+    EXPECT_FALSE(kept_on_x_accel("Content-Length"));
+    EXPECT_FALSE(kept_on_x_accel("Location"));
+}
+
+TEST(XAccel, ScriptLinesReplaceTheFilesAndJoinTheRest) {
+    std::string head = "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 3\r\n"
+                       "accept-ranges: bytes\r\n\r\n";
+    replace_header_lines("Content-Type: application/pdf\r\nSet-Cookie: a=1\r\nSet-Cookie: b=2\r\n"
+                         "Accept-Ranges: none\r\n",
+                         head);
+    EXPECT_EQ(head, "HTTP/1.1 200 OK\r\nContent-Length: 3\r\nContent-Type: application/pdf\r\n"
+                    "Set-Cookie: a=1\r\nSet-Cookie: b=2\r\nAccept-Ranges: none\r\n\r\n");
+    std::string unchanged = head;
+    replace_header_lines("", head);
+    EXPECT_EQ(head, unchanged);
+}
+
+} // namespace
+} // namespace lepus
