@@ -160,7 +160,7 @@ bool Router::try_files(Exchange& exchange, SiteHandlers& site) {
     TryFiles::expand_path(fallback, path_, candidate_);
     std::string query;
     if (fallback.has_query)
-        TryFiles::expand_query(fallback, request.query, query);
+        TryFiles::expand_query(fallback, path_, request.query, query);
     else
         query.assign(request.query);
     rewrite(exchange, site, candidate_, query, request);

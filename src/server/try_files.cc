@@ -57,10 +57,27 @@ void TryFiles::expand_path(const Candidate& candidate, std::string_view uri, std
     replace_all(out, "$uri", uri);
 }
 
-void TryFiles::expand_query(const Candidate& candidate, std::string_view query, std::string& out) {
+void TryFiles::expand_query(const Candidate& candidate, std::string_view uri,
+                            std::string_view query, std::string& out) {
     out = candidate.query;
     replace_all(out, "$query_string", query);
     replace_all(out, "$args", query);
+    if (out.find("$uri") == std::string::npos) return;
+    // nginx puts the path in as it is; escaping what would end the value
+    // (&, =, #, +, %, spaces) keeps a path such as "/a&b" one parameter.
+    std::string escaped;
+    static constexpr char kHex[] = "0123456789ABCDEF";
+    for (unsigned char c : uri) {
+        bool alnum = (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
+        if (alnum || std::string_view("-._~/:@!$'()*,;").find(char(c)) != std::string_view::npos) {
+            escaped.push_back(char(c));
+        } else {
+            escaped.push_back('%');
+            escaped.push_back(kHex[c >> 4]);
+            escaped.push_back(kHex[c & 15]);
+        }
+    }
+    replace_all(out, "$uri", escaped);
 }
 
 std::optional<TryFiles> parse_try_files(const std::vector<std::string>& words, std::string& error) {

@@ -29,8 +29,11 @@ struct TryFiles {
 
     // "$uri" in a candidate's path replaced by the request's decoded path.
     static void expand_path(const Candidate& candidate, std::string_view uri, std::string& out);
-    // "$query_string" and "$args" in the fallback's query replaced by the request's query.
-    static void expand_query(const Candidate& candidate, std::string_view query, std::string& out);
+    // "$query_string" and "$args" in the fallback's query replaced by the
+    // request's query, "$uri" by its decoded path, escaped for a query value
+    // (DokuWiki's "/doku.php?id=$uri&$args", as nginx expands it).
+    static void expand_query(const Candidate& candidate, std::string_view uri,
+                             std::string_view query, std::string& out);
 };
 
 // Parses try_files words; each may hold several candidates separated by spaces.

@@ -17,7 +17,7 @@ TEST(TryFiles, FrontControllerInOneWordOrMany) {
     EXPECT_EQ(fallback.path, "/index.php");
     EXPECT_TRUE(fallback.has_query);
     std::string out;
-    TryFiles::expand_query(fallback, "a=1&b=2", out);
+    TryFiles::expand_query(fallback, "/blog", "a=1&b=2", out);
     EXPECT_EQ(out, "a=1&b=2");
     TryFiles::expand_path(one->candidates[1], "/blog/post", out);
     EXPECT_EQ(out, "/blog/post/");
@@ -30,8 +30,8 @@ TEST(TryFiles, ArgsAndFixedQueries) {
     std::string out;
     TryFiles::expand_path(parsed->candidates[0], "/about", out);
     EXPECT_EQ(out, "/about.html");
-    TryFiles::expand_query(parsed->candidates[1], "x=1", out);
-    EXPECT_EQ(out, "route=$uri&x=1"); // $uri is a path variable only
+    TryFiles::expand_query(parsed->candidates[1], "/a b&c=d", "x=1", out);
+    EXPECT_EQ(out, "route=/a%20b%26c%3Dd&x=1"); // $uri: the decoded path, one value
 }
 
 TEST(TryFiles, StatusOnlyLast) {
