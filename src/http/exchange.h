@@ -43,8 +43,9 @@ struct ConnectionInfo {
     SocketAddress peer;
     // Who the connection really comes from (the proxy, when there is one).
     SocketAddress socket_peer;
-    int fd = -1;         // for getsockname, once, when a handler asks
-    bool secure = false; // TLS: HTTPS=on for scripts
+    int fd = -1;          // for getsockname, once, when a handler asks
+    bool secure = false;  // TLS: HTTPS=on for scripts
+    bool alpn_h2 = false; // TLS whose ALPN chose "h2": the client speaks HTTP/2 only
     // After the TLS handshake: OpenSSL's static names, for SSL_PROTOCOL and SSL_CIPHER.
     std::string_view tls_protocol, tls_cipher;
 

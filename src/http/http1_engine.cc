@@ -91,6 +91,7 @@ Http1Engine::Next Http1Engine::drive() {
         step = run_phase();
     if (step == Step::Close) return Next::Close;
     if (step == Step::Yield) return Next::Yield;
+    if (step == Step::Http2) return Next::Http2;
     plan_deadline();
     return Next::Wait;
 }
@@ -239,6 +240,15 @@ Http1Engine::Step Http1Engine::read_head() {
     Http1RequestState& s = *state_;
     // The pass budget: a client pipelining many requests yields to the others.
     if (requests_this_pass_ >= kMaxRequestsPerPass) return Step::Yield;
+    if (requests_ == 0 && s.input_begin == 0 && s.input_end > 0) {
+        Step step = detect_http2();
+        if (step == Step::Http2) return step;
+        if (step == Step::Wait) {
+            if (peer_closed_) return Step::Close;
+            if (!readable_) return Step::Wait;
+            return fill_input();
+        }
+    }
     if (s.input_end > s.input_begin) {
         std::span<const char> data(s.input.data() + s.input_begin, s.input_end - s.input_begin);
         switch (s.parser.parse(data)) {
@@ -262,6 +272,25 @@ Http1Engine::Step Http1Engine::read_head() {
         if (requests_ > 0) deadline_ = context_.clock.now_ms + context_.options.header_timeout_ms;
     }
     return step;
+}
+
+// RFC 9113 §3.4: the client preface starts every HTTP/2 connection, after
+// ALPN "h2" on TLS, or at once on a plain port (h2c with prior knowledge, §3.3).
+Http1Engine::Step Http1Engine::detect_http2() {
+    static constexpr std::string_view kPreface = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+    if (!(info_.secure ? context_.options.http2 : context_.options.h2c)) return Step::Continue;
+    // ALPN chose h2: whatever comes is HTTP/2's to judge (a bad preface is a
+    // connection error there, RFC 9113 §3.4, not an HTTP/1.1 400).
+    if (info_.alpn_h2) return Step::Http2;
+    const Http1RequestState& s = *state_;
+    std::string_view received(s.input.data(), std::min(s.input_end, kPreface.size()));
+    if (!kPreface.starts_with(received)) return Step::Continue;
+    return received.size() == kPreface.size() ? Step::Http2 : Step::Wait;
+}
+
+std::string_view Http1Engine::pending_input() const {
+    if (!state_) return {};
+    return {state_->input.data() + state_->input_begin, state_->input_end - state_->input_begin};
 }
 
 Http1Engine::Step Http1Engine::on_head_parsed() {

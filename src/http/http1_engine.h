@@ -46,6 +46,12 @@ struct Http1Options {
     uint64_t linger_ms = 2000;             // draining unread input before the close
     uint64_t max_body_size = 1 << 20;      // else 413
     uint64_t keepalive_requests = 1000;    // then the connection closes
+    // A connection whose first bytes are the HTTP/2 client preface is handed
+    // to the HTTP/2 engine (Next::Http2): on TLS (ALPN h2) with http2, on
+    // plain TCP (h2c with prior knowledge) with h2c. Off: the preface is an
+    // HTTP/1.1 request like any other (505).
+    bool http2 = true;
+    bool h2c = true;
     ParserLimits limits;
 };
 
@@ -103,6 +109,7 @@ public:
         Wait,  // wait for an edge, a stream's progress or deadline()
         Yield, // the pass budget is spent: run again after the other connections
         Close, // close the connection (call close() first)
+        Http2, // the client spoke HTTP/2: hand pending_input() to an Http2Engine, close() this one
     };
 
     static constexpr int kMaxRequestsPerPass = 16;
@@ -146,10 +153,12 @@ public:
     void close();
 
     uint64_t requests() const { return requests_; }
+    // After Next::Http2: the bytes read and not parsed (the preface onwards).
+    std::string_view pending_input() const;
 
 private:
     enum class Phase : uint8_t { Idle, ReadingHead, ReadingBody, Writing, Streaming, Lingering };
-    enum class Step : uint8_t { Continue, Wait, Yield, Close };
+    enum class Step : uint8_t { Continue, Wait, Yield, Close, Http2 };
     enum class BodyProgress : uint8_t { Done, NeedInput, StreamFull, Malformed };
 
     // How a streamed response goes out (http1_stream.cc).
@@ -175,6 +184,9 @@ private:
     Step fill_input();
     void compact_input();
     Step read_head();
+    // The first bytes of a connection against the HTTP/2 preface: Http2 when
+    // they are it, Wait while they may still become it, Continue otherwise.
+    Step detect_http2();
     Step on_head_parsed();
     Step read_body();
     BodyProgress consume_body();

@@ -16,9 +16,16 @@
 namespace lepus {
 namespace {
 
-// ALPN protocol list in wire format (RFC 7301 §3.1): length-prefixed names.
-// The HTTP/2 issue adds "\x02h2" in front.
-constexpr unsigned char kAlpnProtocols[] = "\x08http/1.1";
+// ALPN protocol lists in wire format (RFC 7301 §3.1): length-prefixed names,
+// the server's preference first (h2 when HTTP/2 is on, RFC 9113 §3.2).
+struct AlpnList {
+    const unsigned char* names;
+    unsigned int length;
+};
+constexpr unsigned char kAlpnH2[] = "\x02h2\x08http/1.1";
+constexpr unsigned char kAlpnHttp11[] = "\x08http/1.1";
+constexpr AlpnList kWithH2{kAlpnH2, sizeof kAlpnH2 - 1};
+constexpr AlpnList kHttp11Only{kAlpnHttp11, sizeof kAlpnHttp11 - 1};
 
 // The last OpenSSL error as text, and the queue cleared.
 std::string openssl_reason() {
@@ -68,10 +75,11 @@ bool load_certificate(SSL_CTX* context, const TlsCertificate& pair, std::string&
 }
 
 int select_alpn(SSL*, const unsigned char** out, unsigned char* out_length,
-                const unsigned char* offered, unsigned int offered_length, void*) {
+                const unsigned char* offered, unsigned int offered_length, void* list_arg) {
+    const auto& list = *static_cast<const AlpnList*>(list_arg);
     unsigned char* chosen = nullptr;
-    if (SSL_select_next_proto(&chosen, out_length, kAlpnProtocols, sizeof kAlpnProtocols - 1,
-                              offered, offered_length) != OPENSSL_NPN_NEGOTIATED)
+    if (SSL_select_next_proto(&chosen, out_length, list.names, list.length, offered,
+                              offered_length) != OPENSSL_NPN_NEGOTIATED)
         return SSL_TLSEXT_ERR_ALERT_FATAL; // RFC 7301 §3.2: no_application_protocol
     *out = chosen;
     return SSL_TLSEXT_ERR_OK;
@@ -186,7 +194,8 @@ SSL_CTX* make_context(const TlsSettings& settings, std::string& error) {
     SSL_CTX_set_timeout(context, long(2 * TicketKeyring::kRotationMs / 1000));
     SSL_CTX_set_num_tickets(context, 1);
     SSL_CTX_set_tlsext_ticket_key_evp_cb(context, TicketKeyring::on_ticket);
-    SSL_CTX_set_alpn_select_cb(context, select_alpn, nullptr);
+    SSL_CTX_set_alpn_select_cb(context, select_alpn,
+                               const_cast<AlpnList*>(settings.http2 ? &kWithH2 : &kHttp11Only));
     return context;
 }
 

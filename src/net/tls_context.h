@@ -49,6 +49,7 @@ struct TlsSettings {
                           "ECDHE-ECDSA-CHACHA20-POLY1305:ECDHE-RSA-CHACHA20-POLY1305";
     // TLS 1.3 suites; empty: OpenSSL's default (all three are AEAD).
     std::string ciphersuites;
+    bool http2 = true; // ALPN offers h2 before http/1.1
 };
 
 // An owned reference to an SSL_CTX (SSL_CTX_up_ref / SSL_CTX_free).

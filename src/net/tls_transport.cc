@@ -93,6 +93,12 @@ ssize_t TlsTransport::handshake() {
         if (SSL_session_reused(ssl_)) TlsCounters::bump(counters_.resumed);
         if (protocol_out_) *protocol_out_ = protocol();
         if (cipher_out_) *cipher_out_ = cipher();
+        if (alpn_h2_out_) {
+            const unsigned char* alpn = nullptr;
+            unsigned int alpn_length = 0;
+            SSL_get0_alpn_selected(ssl_, &alpn, &alpn_length);
+            *alpn_h2_out_ = alpn_length == 2 && alpn[0] == 'h' && alpn[1] == '2';
+        }
         return 1;
     }
     int error = SSL_get_error(ssl_, result);

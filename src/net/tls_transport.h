@@ -74,9 +74,12 @@ public:
     // When the handshake completes, protocol() and cipher() are also stored
     // here (e.g. the connection's CGI SSL_PROTOCOL and SSL_CIPHER), before the
     // first request is read. Both must outlive the transport.
-    void publish_session_to(std::string_view* protocol, std::string_view* cipher) {
+    // `alpn_h2`: set when ALPN chose "h2".
+    void publish_session_to(std::string_view* protocol, std::string_view* cipher,
+                            bool* alpn_h2 = nullptr) {
         protocol_out_ = protocol;
         cipher_out_ = cipher;
+        alpn_h2_out_ = alpn_h2;
     }
 
     // The most plaintext bytes per record (RFC 8446 §5.1).
@@ -113,6 +116,7 @@ private:
     TlsCounters& counters_;
     std::string_view* protocol_out_ = nullptr;
     std::string_view* cipher_out_ = nullptr;
+    bool* alpn_h2_out_ = nullptr;
     size_t pending_ = 0;     // bytes of a record SSL_write must be called for again
     uint64_t sent_ = 0;      // plaintext bytes written, for record_limit()
     bool broken_ = false;    // a fatal error: no close_notify (OpenSSL forbids SSL_shutdown)

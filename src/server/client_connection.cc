@@ -34,12 +34,13 @@ ClientConnection::ClientConnection(Worker& worker, const AcceptedSocket& socket)
     : reactor_(worker.reactor()), info_(without_v4_mapping(socket.peer), socket.fd),
       transports_(make_transport(socket, info_, reactor_.index())),
       transport_(std::visit([](Transport& t) -> Transport& { return t; }, transports_)),
-      engine_(worker.http1(), transport_, info_, *this), timer_(this, &ClientConnection::on_timer),
+      engine_(worker.http1(), transport_, info_, *this), worker_(worker),
+      timer_(this, &ClientConnection::on_timer),
       trusted_proxies_(worker.options().trusted_proxies) {
     info_.secure = socket.tls;
     if (socket.tls)
         std::get<TlsTransport>(transports_)
-            .publish_session_to(&info_.tls_protocol, &info_.tls_cipher);
+            .publish_session_to(&info_.tls_protocol, &info_.tls_cipher, &info_.alpn_h2);
 }
 
 ClientConnection::Transports ClientConnection::make_transport(const AcceptedSocket& socket,
@@ -98,15 +99,17 @@ void ClientConnection::on_events(uint32_t events) {
     // A TLS handshake (or SSL_read) that waited for the socket to take its
     // bytes goes on through the read path.
     if ((events & (EPOLLIN | kResumeEvent)) || ((events & EPOLLOUT) && transport_.wants_write()))
-        engine_.on_readable();
-    if (events & EPOLLRDHUP) engine_.on_peer_shutdown();
+        with_engine([](auto& engine) { engine.on_readable(); });
+    if (events & EPOLLRDHUP) with_engine([](auto& engine) { engine.on_peer_shutdown(); });
     // An EPOLLOUT edge alone only matters to output that is waiting.
-    if (!(events & (EPOLLIN | EPOLLRDHUP | kResumeEvent)) && !engine_.waits_for_write()) return;
+    if (!(events & (EPOLLIN | EPOLLRDHUP | kResumeEvent)) &&
+        !with_engine([](auto& engine) { return engine.waits_for_write(); }))
+        return;
     drive();
 }
 
 void ClientConnection::on_shutdown() {
-    if (engine_.on_shutdown()) close();
+    if (with_engine([](auto& engine) { return engine.on_shutdown(); })) close();
 }
 
 void ClientConnection::on_force_close() {
@@ -126,11 +129,17 @@ void ClientConnection::drive() {
     Http1Engine::Next next;
     do {
         progress_ = false;
-        next = engine_.drive();
+        next = with_engine([](auto& engine) { return engine.drive(); });
+        if (next == Http1Engine::Next::Http2) {
+            switch_to_http2();
+            progress_ = true;
+            next = Http1Engine::Next::Wait;
+        }
         // A stream reported progress while the engine was busy: look again.
     } while (next == Http1Engine::Next::Wait && progress_);
     in_drive_ = false;
     switch (next) {
+    case Http1Engine::Next::Http2: // handled above
     case Http1Engine::Next::Close:
         close();
         return;
@@ -145,12 +154,20 @@ void ClientConnection::drive() {
     }
 }
 
+void ClientConnection::switch_to_http2() {
+    // The preface and whatever followed it go to the new engine; the HTTP/1.1
+    // engine has no exchange in flight and gives its request state back.
+    h2_ = std::make_unique<Http2Engine>(worker_.http1(), transport_, info_, *this,
+                                        engine_.pending_input(), &worker_.stats().http2);
+    engine_.close();
+}
+
 void ClientConnection::arm_timer() {
-    uint64_t deadline = engine_.deadline();
+    uint64_t deadline = with_engine([](auto& engine) { return engine.deadline(); });
     TimerWheel& timers = reactor_.timers();
     if (deadline == 0) {
         timers.cancel(timer_);
-    } else if (engine_.deadline_exact()) {
+    } else if (with_engine([](auto& engine) { return engine.deadline_exact(); })) {
         if (!timer_.scheduled() || timer_.deadline() != deadline) timers.schedule(timer_, deadline);
     } else {
         // Per request this is usually a no-op: within the slack nothing moves.
@@ -164,13 +181,14 @@ void ClientConnection::on_timer(TimerEntry& entry) {
         self.close(); // the header deadline passed before the PROXY header was complete
         return;
     }
-    if (self.engine_.on_deadline() == Http1Engine::Next::Close) {
+    if (self.with_engine([](auto& engine) { return engine.on_deadline(); }) ==
+        Http1Engine::Next::Close) {
         self.close();
         return;
     }
     // refresh() with slack fired before the real deadline.
-    if (self.engine_.deadline() != 0)
-        self.reactor_.timers().schedule(entry, self.engine_.deadline());
+    uint64_t deadline = self.with_engine([](auto& engine) { return engine.deadline(); });
+    if (deadline != 0) self.reactor_.timers().schedule(entry, deadline);
 }
 
 void ClientConnection::close() {
@@ -179,6 +197,7 @@ void ClientConnection::close() {
     reactor_.timers().cancel(timer_);
     // Logs and lets go of an exchange in flight (its backend connection drains
     // back into its pool).
+    if (h2_) h2_->close();
     engine_.close();
     reactor_.remove(transport_.fd());
     std::visit([](auto& transport) { transport.close(); }, transports_);

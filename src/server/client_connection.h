@@ -1,7 +1,8 @@
 // ClientConnection: one accepted client socket on one reactor, from accept to
 // close. It owns the three layers of the connection, bottom up: the
 // Transport (plain TCP, or TLS for a socket from an https:// listener), the
-// protocol engine (HTTP/1.1), and, through the
+// protocol engine (HTTP/1.1, or HTTP/2 once the client's first bytes are its
+// preface: the HTTP/1.1 engine hands the connection over), and, through the
 // worker's Router, the handlers. Its own job is the glue to the reactor:
 // events in, the one timer for whatever the engine waits on, the yield to
 // other connections, and deleting itself when the connection closes. With
@@ -11,6 +12,7 @@
 
 #include "http/exchange.h"
 #include "http/http1_engine.h"
+#include "http/http2_engine.h"
 #include "net/proxy_protocol.h"
 #include "net/reactor.h"
 #include "net/timer_wheel.h"
@@ -39,6 +41,12 @@ private:
     ~ClientConnection() = default;
 
     void drive();
+    // Next::Http2 from the HTTP/1.1 engine: the HTTP/2 engine takes over.
+    void switch_to_http2();
+    // Calls `call` on the engine in charge.
+    template <typename Call> auto with_engine(Call call) {
+        return h2_ ? call(*h2_) : call(engine_);
+    }
     // --proxy-protocol: consumes the PROXY header (exactly its bytes, the
     // request behind it stays in the socket for the engine) and, from a
     // trusted proxy, takes the client address it gives.
@@ -59,6 +67,8 @@ private:
     Transports transports_;
     Transport& transport_;
     Http1Engine engine_;
+    std::unique_ptr<Http2Engine> h2_; // after the preface; engine_ is closed then
+    Worker& worker_;
     OwnedTimerEntry<ClientConnection> timer_;
     bool in_drive_ = false;
     bool progress_ = false; // a stream made progress while drive() ran: run again

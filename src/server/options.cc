@@ -166,6 +166,7 @@ struct OptionTexts {
     std::string fastcgi_queue_timeout, fastcgi_timeout, fastcgi_idle_timeout;
     std::string max_body_size, dotfiles = "deny", accept = "auto", io = "epoll";
     std::string defer_accept = "on", compress = "on", symlinks = "beneath";
+    std::string http2 = "on", h2c = "on";
     bool no_pin = false;
 };
 
@@ -215,6 +216,15 @@ void add_listening_options(CLI::App& app, ServerOptions& options, OptionTexts& t
         ->check(CLI::Range(1, 1 << 20));
     app.add_option("--defer-accept", texts.defer_accept,
                    "on: accept a TCP connection once its request arrived (TCP_DEFER_ACCEPT)")
+        ->group("Listening")
+        ->capture_default_str()
+        ->check(CLI::IsMember({"on", "off"}));
+    app.add_option("--http2", texts.http2, "on: HTTP/2 (h2) by ALPN on TLS listeners; off")
+        ->group("Listening")
+        ->capture_default_str()
+        ->check(CLI::IsMember({"on", "off"}));
+    app.add_option("--h2c", texts.h2c,
+                   "on: HTTP/2 with prior knowledge (h2c) on plain listeners; off")
         ->group("Listening")
         ->capture_default_str()
         ->check(CLI::IsMember({"on", "off"}));
@@ -432,6 +442,8 @@ std::string finish_options(const CLI::App& app, ServerOptions& options, const Op
     options.io = *parse_io_backend(texts.io);
     options.defer_accept = texts.defer_accept == "on";
     options.compress = texts.compress == "on";
+    options.http2 = texts.http2 == "on";
+    options.h2c = texts.h2c == "on";
     options.symlinks = *parse_symlink_policy(texts.symlinks);
     if (options.header_timeout_ms == 0 || options.keepalive_timeout_ms == 0 ||
         options.body_timeout_ms == 0 || options.send_timeout_ms == 0 ||
@@ -515,6 +527,7 @@ TlsSettings tls_settings(const ServerOptions& options) {
         for (const SiteTls& pair : fallback->tls)
             settings.default_certificates.push_back({pair.cert, pair.key});
     settings.protocols = options.tls_protocols;
+    settings.http2 = options.http2;
     if (!options.tls_ciphers.empty()) settings.ciphers = options.tls_ciphers;
     return settings;
 }

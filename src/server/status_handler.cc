@@ -26,6 +26,9 @@ StatusSnapshot take_snapshot(Worker& worker, const ServingSet& serving, uint64_t
         r.bytes_sent = stats.bytes_sent.load(std::memory_order_relaxed);
         r.cache_hits = stats.cache_hits.load(std::memory_order_relaxed);
         r.cache_misses = stats.cache_misses.load(std::memory_order_relaxed);
+        r.http2_connections = stats.http2.connections.load(std::memory_order_relaxed);
+        r.http2_streams = stats.http2.streams.load(std::memory_order_relaxed);
+        r.http2_streams_total = stats.http2.streams_total.load(std::memory_order_relaxed);
         fastcgi::UpstreamGauges& gauges = each->fastcgi_gauges();
         r.fastcgi_busy = gauges.busy.load(std::memory_order_relaxed);
         r.fastcgi_idle = gauges.idle.load(std::memory_order_relaxed);

@@ -76,6 +76,10 @@ void render_status_json(const StatusSnapshot& status, std::string& out) {
         append_field(out, "handshakes", r.tls_handshakes);
         append_field(out, "resumed", r.tls_resumed);
         append_field(out, "handshake_failures", r.tls_handshake_failures, false);
+        out += "}, \"http2\": {";
+        append_field(out, "connections", r.http2_connections);
+        append_field(out, "streams", r.http2_streams);
+        append_field(out, "streams_total", r.http2_streams_total, false);
         out += "}}";
     }
     out += "], \"status_codes\": {";
@@ -124,6 +128,12 @@ void render_status_prometheus(const StatusSnapshot& status, std::string& out) {
                    state + "\"} " + std::to_string(status.reactors[i].*field) + "\n";
     append_per_reactor(out, status, "lepus_fastcgi_queued_requests", "gauge",
                        "Requests waiting for a FastCGI backend connection.", &R::fastcgi_queued);
+    append_per_reactor(out, status, "lepus_http2_connections", "gauge", "HTTP/2 connections open.",
+                       &R::http2_connections);
+    append_per_reactor(out, status, "lepus_http2_streams", "gauge", "HTTP/2 streams open.",
+                       &R::http2_streams);
+    append_per_reactor(out, status, "lepus_http2_streams_total", "counter",
+                       "HTTP/2 streams opened.", &R::http2_streams_total);
     append_per_reactor(out, status, "lepus_tls_connections_total", "counter",
                        "Connections accepted on TLS listeners.", &R::tls_connections);
     append_per_reactor(out, status, "lepus_tls_handshakes_total", "counter",

@@ -13,6 +13,8 @@ Http1Options http1_options(const ServerOptions& options) {
     http1.send_timeout_ms = options.send_timeout_ms;
     http1.max_body_size = options.max_body_size;
     http1.keepalive_requests = options.keepalive_requests;
+    http1.http2 = options.http2;
+    http1.h2c = options.h2c;
     return http1;
 }
 

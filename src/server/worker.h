@@ -7,6 +7,7 @@
 
 #include "fastcgi/upstream.h"
 #include "http/http1_engine.h"
+#include "http/http2_engine.h"
 #include "log/async_logger.h"
 #include "net/reactor.h"
 #include "net/timer_wheel.h"
@@ -27,6 +28,7 @@ namespace lepus {
 struct WorkerStats {
     std::atomic<uint64_t> requests{0}, bytes_sent{0};
     PhaseGauges phases; // connections reading and writing
+    Http2Gauges http2;  // HTTP/2 connections and streams
     std::atomic<uint64_t> cache_hits{0}, cache_misses{0};
     std::array<std::atomic<uint64_t>, 600> responses{}; // by status code
 

@@ -27,7 +27,8 @@ class RefusedRequestLines(LepusTestCase):
     def test_refused_lines_are_logged_escaped_and_bounded(self):
         before = 0  # the only test of the class: the log starts empty
         cases = [
-            (b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n", r"PRI * HTTP/2.0"),
+            # Not quite the HTTP/2 preface (which would switch to HTTP/2): refused.
+            (b"PRI * HTTP/2.0\r\n\r\nXY\r\n\r\n", r"PRI * HTTP/2.0"),
             (b"GET /a\"b\x01 HTTP/1.1\r\nHost: x\r\n\r\n", r"GET /a\x22b\x01 HTTP/1.1"),
             (b"GET / HTTP/1.1\r\nHost: x\r\nbad header\r\n\r\n", r"GET / HTTP/1.1"),
         ]

@@ -311,7 +311,7 @@ class StatusPage(unittest.TestCase):
         self.assertEqual(r.status, 200)
         self.assertTrue(r.header("content-type").startswith("text/plain; version=0.0.4"))
         import re
-        sample = re.compile(r'^lepus_[a-z_]+(\{[a-z]+="[^"]*"(,[a-z]+="[^"]*")*\})? [0-9.]+$')
+        sample = re.compile(r'^lepus_[a-z0-9_]+(\{[a-z]+="[^"]*"(,[a-z]+="[^"]*")*\})? [0-9.]+$')
         names = set()
         for line in r.body.decode().splitlines():
             if line.startswith("# "):

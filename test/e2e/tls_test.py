@@ -222,8 +222,10 @@ class TlsTests(unittest.TestCase):
                          "TLS_AES_128_GCM_SHA256:TLS_CHACHA20_POLY1305_SHA256").stdout
         self.assertIn("Cipher is TLS_AES_128_GCM_SHA256", out13)
 
-    def test_alpn_advertises_http_1_1(self):
+    def test_alpn_prefers_h2_and_offers_http_1_1(self):
         out = s_client(self.server.tls_port, "-alpn", "h2,http/1.1").stdout
+        self.assertIn("ALPN protocol: h2", out)  # HTTP/2 (issue 19): test/e2e/http2_test.py
+        out = s_client(self.server.tls_port, "-alpn", "http/1.1").stdout
         self.assertIn("ALPN protocol: http/1.1", out)
         with self.tls_connect(context=self.alpn_context()) as s:
             self.assertEqual(s.selected_alpn_protocol(), "http/1.1")

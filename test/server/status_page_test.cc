@@ -49,7 +49,8 @@ TEST(StatusPage, JsonHasTheCounters) {
 TEST(StatusPage, PrometheusLinesAreWellFormed) {
     std::string out;
     render_status_prometheus(sample(), out);
-    std::regex sample_line(R"(^[a-z_]+(\{[a-z]+="[^"]*"(,[a-z]+="[^"]*")*\})? [0-9.]+$)");
+    // Metric names: [a-zA-Z_:][a-zA-Z0-9_:]* (Prometheus data model); ours are lower case.
+    std::regex sample_line(R"(^[a-z_][a-z0-9_]*(\{[a-z]+="[^"]*"(,[a-z]+="[^"]*")*\})? [0-9.]+$)");
     std::istringstream lines(out);
     std::string line;
     int samples = 0;

@@ -1,0 +1,683 @@
+#include "http/http2_engine.h"
+
+#include "base/ascii.h"
+#include "log/error_log.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <charconv>
+#include <cstring>
+#include <nghttp2/nghttp2.h>
+#include <optional>
+#include <unistd.h>
+#include <vector>
+
+namespace lepus {
+
+// One stream: its request as received, its Exchange, and how its answer goes out.
+struct Http2Stream {
+    explicit Http2Stream(int32_t id) : id(id) {}
+
+    int32_t id;
+    // The request head: pseudo-header fields, then the regular ones (their
+    // views point into `fields`, built once the head is complete).
+    std::string method, path, authority, cookie;
+    std::vector<std::pair<std::string, std::string>> fields;
+    std::vector<Header> headers;
+    size_t header_bytes = 0;
+    bool too_large = false; // over kMaxHeaderList: answered 431
+    Request request;
+    Exchange exchange;
+    bool started = false;       // the router has the exchange (start or fail ran)
+    bool request_ended = false; // END_STREAM received
+    bool body_ended = false;    // end_body() told to the response stream
+    std::string body_pending;   // request body bytes the response stream has not taken
+    uint64_t body_received = 0;
+    // The answer.
+    bool submitted = false; // HEADERS submitted
+    bool relaying = false;  // DATA comes from exchange.stream
+    bool deferred = false;  // the DATA source waits for the backend
+    bool accounted = false;
+    int status = 0;
+    uint64_t body_sent = 0;
+    // Header block storage for nghttp2_submit_response (copied by nghttp2).
+    std::vector<std::string> nv_text;
+};
+
+namespace {
+
+// Fields of a response head that are HTTP/1.1 connection management, never
+// sent on HTTP/2 (RFC 9113 §8.2.2).
+bool is_connection_field(std::string_view name) {
+    for (std::string_view field :
+         {"connection", "keep-alive", "transfer-encoding", "upgrade", "proxy-connection", "te"})
+        if (ascii_iequals(name, field)) return true;
+    return false;
+}
+
+// Fields lepus writes itself, or that describe the backend's connection
+// (the HTTP/1.1 engine drops the same when it relays a stream).
+bool is_backend_own_field(std::string_view name) {
+    for (std::string_view own : {"Connection", "Keep-Alive", "Transfer-Encoding", "TE", "Trailer",
+                                 "Upgrade", "Proxy-Connection", "Content-Length", "Date", "Server"})
+        if (ascii_iequals(name, own)) return true;
+    return false;
+}
+
+std::optional<Method> method_of(std::string_view text) {
+    for (Method method : {Method::Get, Method::Head, Method::Post, Method::Options, Method::Put,
+                          Method::Delete, Method::Patch, Method::Trace, Method::Connect})
+        if (text == method_name(method)) return method;
+    return std::nullopt;
+}
+
+// RFC 9110 §6.4.1: no content for HEAD, 1xx, 204 and 304.
+bool has_no_body(const Request& request, int status) {
+    return request.is_head() || status < 200 || status == 204 || status == 304;
+}
+
+// The handlers' HTTP/1.1 head text ("HTTP/1.1 200 OK\r\nName: value\r\n...")
+// as an HTTP/2 header block: ":status" first, names lowercased (§8.2.1).
+void head_to_fields(int status, std::string_view head, std::vector<std::string>& text) {
+    text.clear();
+    text.emplace_back(":status");
+    text.emplace_back(std::to_string(status));
+    size_t at = head.find("\r\n");
+    while (at != std::string_view::npos && at + 2 < head.size()) {
+        at += 2;
+        size_t end = head.find("\r\n", at);
+        if (end == std::string_view::npos || end == at) break;
+        std::string_view line = head.substr(at, end - at);
+        at = end;
+        size_t colon = line.find(':');
+        if (colon == std::string_view::npos) continue;
+        std::string_view name = line.substr(0, colon);
+        if (is_connection_field(name)) continue;
+        std::string lower(name);
+        for (char& c : lower)
+            c = ascii_lower(c);
+        text.push_back(std::move(lower));
+        text.emplace_back(trim_ows(line.substr(colon + 1)));
+    }
+}
+
+} // namespace
+
+// nghttp2's callbacks, with access to the engine.
+struct Http2Callbacks {
+    static Http2Engine& engine(void* user_data) { return *static_cast<Http2Engine*>(user_data); }
+
+    static Http2Stream* find(Http2Engine& self, int32_t id) {
+        auto it = self.streams_.find(id);
+        return it == self.streams_.end() ? nullptr : it->second.get();
+    }
+
+    // RFC 9113 §5.1.1: a new stream's identifier must exceed every one the
+    // client opened before; a lower one that names no stream nghttp2 knows is
+    // a connection error. (nghttp2 ignores such a header block, to be lenient
+    // with trailers that cross a RST_STREAM; those name a stream it knows.)
+    static int on_begin_frame(nghttp2_session* session, const nghttp2_frame_hd* hd,
+                              void* user_data) {
+        Http2Engine& self = engine(user_data);
+        if (hd->type != NGHTTP2_HEADERS || hd->stream_id % 2 == 0) return 0;
+        if (hd->stream_id < self.highest_stream_id_ &&
+            !nghttp2_session_find_stream(session, hd->stream_id)) {
+            nghttp2_session_terminate_session(session, NGHTTP2_PROTOCOL_ERROR);
+            return 0;
+        }
+        self.highest_stream_id_ = std::max(self.highest_stream_id_, hd->stream_id);
+        return 0;
+    }
+
+    static int on_begin_headers(nghttp2_session*, const nghttp2_frame* frame, void* user_data) {
+        Http2Engine& self = engine(user_data);
+        if (frame->hd.type != NGHTTP2_HEADERS || frame->headers.cat != NGHTTP2_HCAT_REQUEST)
+            return 0;
+        self.streams_.emplace(frame->hd.stream_id,
+                              std::make_unique<Http2Stream>(frame->hd.stream_id));
+        if (self.gauges_) {
+            self.gauges_->streams.fetch_add(1, std::memory_order_relaxed);
+            self.gauges_->streams_total.fetch_add(1, std::memory_order_relaxed);
+        }
+        return 0;
+    }
+
+    static int on_header(nghttp2_session*, const nghttp2_frame* frame, const uint8_t* name_bytes,
+                         size_t name_length, const uint8_t* value_bytes, size_t value_length,
+                         uint8_t, void* user_data) {
+        Http2Engine& self = engine(user_data);
+        Http2Stream* stream = find(self, frame->hd.stream_id);
+        if (!stream || stream->started) return 0; // trailers: not used
+        // As SETTINGS_MAX_HEADER_LIST_SIZE counts (RFC 9113 §6.5.2): past the
+        // limit the fields are dropped and the request answered 431.
+        stream->header_bytes += name_length + value_length + 32;
+        if (stream->header_bytes > Http2Engine::kMaxHeaderList) stream->too_large = true;
+        if (stream->too_large) return 0;
+        std::string_view name(reinterpret_cast<const char*>(name_bytes), name_length);
+        std::string_view value(reinterpret_cast<const char*>(value_bytes), value_length);
+        if (name == ":method") {
+            stream->method = value;
+        } else if (name == ":path") {
+            stream->path = value;
+        } else if (name == ":authority") {
+            stream->authority = value;
+        } else if (name == ":scheme") {
+            // https or http: the connection says which.
+        } else if (name == "cookie") {
+            // §8.2.3: split cookies are joined with "; " for an HTTP/1.1 context (CGI).
+            if (!stream->cookie.empty()) stream->cookie.append("; ");
+            stream->cookie.append(value);
+        } else {
+            if (name == "host" && stream->authority.empty()) stream->authority = value;
+            stream->fields.emplace_back(name, value);
+        }
+        return 0;
+    }
+
+    static int on_frame_recv(nghttp2_session*, const nghttp2_frame* frame, void* user_data) {
+        Http2Engine& self = engine(user_data);
+        Http2Stream* stream = find(self, frame->hd.stream_id);
+        if (!stream) return 0;
+        bool end_stream = frame->hd.flags & NGHTTP2_FLAG_END_STREAM;
+        switch (frame->hd.type) {
+        case NGHTTP2_HEADERS:
+            if (end_stream) stream->request_ended = true;
+            if (!stream->started)
+                self.start_exchange(*stream);
+            else if (end_stream)
+                self.offer_body(*stream); // trailers end the body
+            break;
+        case NGHTTP2_DATA:
+            if (end_stream) {
+                stream->request_ended = true;
+                self.offer_body(*stream);
+            }
+            break;
+        default:
+            break;
+        }
+        return 0;
+    }
+
+    static int on_data_chunk_recv(nghttp2_session* session, uint8_t, int32_t stream_id,
+                                  const uint8_t* data, size_t length, void* user_data) {
+        Http2Engine& self = engine(user_data);
+        Http2Stream* stream = find(self, stream_id);
+        if (!stream || !stream->exchange.stream) {
+            // Nobody reads this body (a file, an error, a reset stream): the
+            // window is given back at once.
+            nghttp2_session_consume(session, stream_id, length);
+            if (stream) stream->body_received += length;
+            return 0;
+        }
+        stream->body_received += length;
+        if (stream->body_received > self.context_.options.max_body_size && !stream->submitted) {
+            nghttp2_session_consume(session, stream_id, length);
+            self.fail_exchange(*stream, 413);
+            return 0;
+        }
+        // Acknowledged (WINDOW_UPDATE) only as the backend takes the bytes.
+        stream->body_pending.append(reinterpret_cast<const char*>(data), length);
+        self.offer_body(*stream);
+        return 0;
+    }
+
+    static int on_stream_close(nghttp2_session*, int32_t stream_id, uint32_t, void* user_data) {
+        Http2Engine& self = engine(user_data);
+        auto it = self.streams_.find(stream_id);
+        if (it == self.streams_.end()) return 0;
+        self.finish_stream(*it->second);
+        self.streams_.erase(it);
+        return 0;
+    }
+
+    // DATA for a response: from the complete Response's memory and file, or
+    // from the response stream as the backend delivers.
+    static ssize_t read_body(nghttp2_session*, int32_t, uint8_t* buffer, size_t length,
+                             uint32_t* flags, nghttp2_data_source* source, void* user_data) {
+        Http2Engine& self = engine(user_data);
+        Http2Stream& stream = *static_cast<Http2Stream*>(source->ptr);
+        Exchange& exchange = stream.exchange;
+        if (stream.relaying) {
+            ResponseStream& backend = *exchange.stream;
+            std::span<const char> body = backend.body();
+            size_t n = std::min(length, body.size());
+            std::memcpy(buffer, body.data(), n);
+            backend.consume(n);
+            stream.body_sent += n;
+            if (backend.body().empty() && backend.ended()) {
+                *flags |= NGHTTP2_DATA_FLAG_EOF;
+                stream.accounted = true;
+                self.context_.handler.account(exchange, stream.status, stream.body_sent);
+            } else if (n == 0) {
+                stream.deferred = true;
+                return NGHTTP2_ERR_DEFERRED;
+            }
+            return ssize_t(n);
+        }
+        const Response& response = exchange.response;
+        size_t n = 0;
+        if (stream.body_sent < response.body.size()) {
+            n = std::min<uint64_t>(length, response.body.size() - stream.body_sent);
+            std::memcpy(buffer, response.body.data() + stream.body_sent, n);
+        } else if (response.file_fd >= 0) {
+            uint64_t done = stream.body_sent - response.body.size();
+            size_t want = std::min<uint64_t>(length, response.file_length - done);
+            ssize_t got =
+                ::pread(response.file_fd, buffer, want, off_t(response.file_offset + done));
+            if (got <= 0) {
+                // The file shrank or broke under us: the stream cannot complete.
+                report_internal_error("pread for an HTTP/2 response", exchange.request->path,
+                                      got < 0 ? errno : EIO);
+                return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
+            }
+            n = size_t(got);
+        }
+        stream.body_sent += n;
+        if (stream.body_sent >= response.body_bytes()) *flags |= NGHTTP2_DATA_FLAG_EOF;
+        return ssize_t(n);
+    }
+};
+
+Http2Engine::Http2Engine(const Http1Context& context, Transport& transport, ConnectionInfo& info,
+                         ExchangeListener& listener, std::string_view received, Http2Gauges* gauges)
+    : context_(context), transport_(transport), info_(info), listener_(listener), gauges_(gauges),
+      input_(received), last_activity_ms_(context.clock.now_ms) {
+    nghttp2_session_callbacks* callbacks = nullptr;
+    nghttp2_session_callbacks_new(&callbacks);
+    nghttp2_session_callbacks_set_on_begin_frame_callback(callbacks,
+                                                          Http2Callbacks::on_begin_frame);
+    nghttp2_session_callbacks_set_on_begin_headers_callback(callbacks,
+                                                            Http2Callbacks::on_begin_headers);
+    nghttp2_session_callbacks_set_on_header_callback(callbacks, Http2Callbacks::on_header);
+    nghttp2_session_callbacks_set_on_frame_recv_callback(callbacks, Http2Callbacks::on_frame_recv);
+    nghttp2_session_callbacks_set_on_data_chunk_recv_callback(callbacks,
+                                                              Http2Callbacks::on_data_chunk_recv);
+    nghttp2_session_callbacks_set_on_stream_close_callback(callbacks,
+                                                           Http2Callbacks::on_stream_close);
+    nghttp2_option* option = nullptr;
+    nghttp2_option_new(&option);
+    // Request body windows open as the backend takes the bytes (offer_body).
+    nghttp2_option_set_no_auto_window_update(option, 1);
+    // CVE-2023-44487 (rapid reset): past a burst of 1000 resets, 33 a second.
+    nghttp2_option_set_stream_reset_rate_limit(option, 1000, 33);
+    // CVE-2024-27316: a header block in at most 8 CONTINUATION frames.
+    nghttp2_option_set_max_continuations(option, 8);
+    // PING and SETTINGS floods: ACKs queued for a peer that does not read.
+    nghttp2_option_set_max_outbound_ack(option, 1000);
+    nghttp2_option_set_max_settings(option, 32);
+    nghttp2_session_server_new2(&session_, callbacks, this, option);
+    nghttp2_option_del(option);
+    nghttp2_session_callbacks_del(callbacks);
+    const nghttp2_settings_entry settings[] = {
+        {NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, kMaxConcurrentStreams},
+        {NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, 256 * 1024},
+        {NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE, kMaxHeaderList},
+    };
+    nghttp2_submit_settings(session_, NGHTTP2_FLAG_NONE, settings, std::size(settings));
+    // The connection's window: room for several streams' bodies at once.
+    nghttp2_session_set_local_window_size(session_, NGHTTP2_FLAG_NONE, 0, 1 << 20);
+    if (gauges_) gauges_->connections.fetch_add(1, std::memory_order_relaxed);
+    plan_deadline();
+}
+
+Http2Engine::~Http2Engine() {
+    close();
+}
+
+Http2Engine::Next Http2Engine::drive() {
+    if (closed_) return Next::Close;
+    bool open = read_input();
+    poll_streams();
+    if (!write_output() || !open) return Next::Close;
+    if (!nghttp2_session_want_read(session_) && !nghttp2_session_want_write(session_) &&
+        output_sent_ == output_.size())
+        return Next::Close; // GOAWAY sent and every stream done
+    if (draining_ && streams_.empty() && output_sent_ == output_.size()) return Next::Close;
+    plan_deadline();
+    return readable_ ? Next::Yield : Next::Wait;
+}
+
+bool Http2Engine::read_input() {
+    if (!input_.empty()) {
+        ssize_t used = nghttp2_session_mem_recv(
+            session_, reinterpret_cast<const uint8_t*>(input_.data()), input_.size());
+        std::string().swap(input_);
+        if (used < 0) return false;
+    }
+    char buffer[16384];
+    size_t total = 0;
+    while (readable_ && total < kMaxReadPerPass) {
+        ssize_t n = transport_.read(buffer, sizeof buffer);
+        if (n == kIoAgain) {
+            readable_ = false;
+            break;
+        }
+        if (n <= 0) {
+            // The client closed or broke the connection: nothing more to answer.
+            peer_closed_ = true;
+            return false;
+        }
+        total += size_t(n);
+        last_activity_ms_ = context_.clock.now_ms;
+        ssize_t used =
+            nghttp2_session_mem_recv(session_, reinterpret_cast<const uint8_t*>(buffer), size_t(n));
+        if (used < 0) {
+            log_info("client %s: HTTP/2: %s", info_.peer.to_string().c_str(),
+                     nghttp2_strerror(int(used)));
+            return false;
+        }
+    }
+    return true;
+}
+
+bool Http2Engine::write_output() {
+    for (;;) {
+        if (output_sent_ == output_.size()) {
+            output_.clear();
+            output_sent_ = 0;
+            // Frames from nghttp2, gathered into one write of up to 64 KiB.
+            while (output_.size() < size_t{64} * 1024) {
+                const uint8_t* data = nullptr;
+                ssize_t n = nghttp2_session_mem_send(session_, &data);
+                if (n < 0) return false;
+                if (n == 0) break;
+                output_.append(reinterpret_cast<const char*>(data), size_t(n));
+            }
+            if (output_.empty()) {
+                write_blocked_ = false;
+                return true;
+            }
+        }
+        iovec iov{output_.data() + output_sent_, output_.size() - output_sent_};
+        ssize_t n = transport_.writev(&iov, 1, false);
+        if (n == kIoAgain) {
+            write_blocked_ = true;
+            return true;
+        }
+        if (n < 0) return false;
+        output_sent_ += size_t(n);
+        last_activity_ms_ = context_.clock.now_ms;
+    }
+}
+
+void Http2Engine::start_exchange(Http2Stream& stream) {
+    stream.started = true;
+    ++requests_;
+    Request& request = stream.request;
+    request.method_text = stream.method;
+    request.target = stream.path;
+    std::string_view target = stream.path;
+    size_t mark = target.find('?');
+    request.path = target.substr(0, mark);
+    request.query = mark == std::string_view::npos ? std::string_view() : target.substr(mark + 1);
+    request.version_minor = 1; // HTTP/1.1 semantics for the handlers
+    request.host = stream.authority;
+    request.keep_alive = true;
+    if (!stream.cookie.empty()) stream.fields.emplace_back("cookie", stream.cookie);
+    stream.headers.clear();
+    for (const auto& [name, value] : stream.fields) {
+        stream.headers.push_back({name, value});
+        std::string_view n = name;
+        if (n == "content-length") {
+            uint64_t length = 0;
+            if (std::from_chars(value.data(), value.data() + value.size(), length).ec ==
+                std::errc())
+                request.content_length = length;
+        } else if (n == "if-none-match") {
+            request.if_none_match = value;
+        } else if (n == "if-modified-since") {
+            request.if_modified_since = value;
+        } else if (n == "if-match") {
+            request.if_match = value;
+        } else if (n == "if-unmodified-since") {
+            request.if_unmodified_since = value;
+        } else if (n == "range") {
+            request.range = value;
+        } else if (n == "if-range") {
+            request.if_range = value;
+        } else if (n == "accept-encoding") {
+            request.accept_encoding = value;
+        } else if (n == "referer") {
+            request.referer = value;
+        } else if (n == "user-agent") {
+            request.user_agent = value;
+        } else if (n == "content-type") {
+            request.content_type = value;
+        }
+    }
+    request.headers = stream.headers;
+    // A body of unknown length is "chunked" to the handlers (FastCGI
+    // gathers it to give php-fpm a CONTENT_LENGTH).
+    if (stream.request_ended)
+        request.content_length.reset();
+    else if (!request.content_length)
+        request.chunked = true;
+    Exchange& exchange = stream.exchange;
+    exchange.request = &request;
+    exchange.connection = &info_;
+    exchange.listener = &listener_;
+    exchange.protocol = "HTTP/2.0";
+    exchange.now_s = context_.clock.now_s;
+    exchange.now_ms = context_.clock.now_ms;
+    exchange.keep_alive = true;
+    std::optional<Method> method = method_of(stream.method);
+    if (stream.too_large) return fail_exchange(stream, 431);
+    if (!method) return fail_exchange(stream, 501);
+    request.method = *method;
+    if (request.content_length && *request.content_length > context_.options.max_body_size)
+        return fail_exchange(stream, 413);
+    context_.handler.start(exchange);
+    if (!exchange.stream) return submit_response(stream);
+    offer_body(stream);
+}
+
+void Http2Engine::offer_body(Http2Stream& stream) {
+    ResponseStream* backend = stream.exchange.stream.get();
+    if (!backend || stream.body_ended) return;
+    if (!stream.body_pending.empty()) {
+        size_t taken = backend->offer_body(stream.body_pending);
+        if (taken > 0) {
+            stream.body_pending.erase(0, taken);
+            nghttp2_session_consume(session_, stream.id, taken);
+        }
+    }
+    if (stream.request_ended && stream.body_pending.empty()) {
+        stream.body_ended = true;
+        backend->end_body();
+    }
+}
+
+void Http2Engine::poll_streams() {
+    for (auto& [id, owned] : streams_) {
+        Http2Stream& stream = *owned;
+        if (!stream.started || !stream.exchange.stream) continue;
+        ResponseStream& backend = *stream.exchange.stream;
+        StreamState state = backend.poll();
+        offer_body(stream);
+        if (state == StreamState::Pending) continue;
+        if (!stream.submitted) {
+            if (state == StreamState::Ready)
+                submit_stream_head(stream);
+            else
+                fail_exchange(stream, backend.error_status(), std::string(backend.error_headers()));
+            continue;
+        }
+        if (state == StreamState::Failed || state == StreamState::Broken) {
+            // Part of the answer is out: the stream is reset, never completed wrongly.
+            nghttp2_submit_rst_stream(session_, NGHTTP2_FLAG_NONE, id, NGHTTP2_INTERNAL_ERROR);
+            continue;
+        }
+        if (stream.deferred && (!backend.body().empty() || backend.ended())) {
+            stream.deferred = false;
+            nghttp2_session_resume_data(session_, id);
+        }
+    }
+}
+
+void Http2Engine::submit_response(Http2Stream& stream) {
+    Exchange& exchange = stream.exchange;
+    const Response& response = exchange.response;
+    stream.status = response.status;
+    head_to_fields(response.status, response.head, stream.nv_text);
+    std::vector<nghttp2_nv> nva;
+    for (size_t i = 0; i + 1 < stream.nv_text.size(); i += 2) {
+        std::string& name = stream.nv_text[i];
+        std::string& value = stream.nv_text[i + 1];
+        nva.push_back({reinterpret_cast<uint8_t*>(name.data()),
+                       reinterpret_cast<uint8_t*>(value.data()), name.size(), value.size(),
+                       NGHTTP2_NV_FLAG_NONE});
+    }
+    stream.submitted = true;
+    stream.accounted = true;
+    context_.handler.account(exchange, response.status, response.body_bytes());
+    nghttp2_data_provider provider{};
+    provider.source.ptr = &stream;
+    provider.read_callback = Http2Callbacks::read_body;
+    bool body = response.body_bytes() > 0 && !has_no_body(*exchange.request, response.status);
+    nghttp2_submit_response(session_, stream.id, nva.data(), nva.size(),
+                            body ? &provider : nullptr);
+}
+
+void Http2Engine::submit_stream_head(Http2Stream& stream) {
+    Exchange& exchange = stream.exchange;
+    const Request& request = *exchange.request;
+    ResponseStream& backend = *exchange.stream;
+    const StreamHead& head = backend.head();
+    int status = exchange.stream_status ? exchange.stream_status : head.status;
+    if (head.status < 200 || head.status > 599) {
+        log_error("the backend of \"%.*s\" answered status %d: 502", int(request.target.size()),
+                  request.target.data(), head.status);
+        return fail_exchange(stream, 502);
+    }
+    bool no_body = has_no_body(request, status);
+    std::optional<uint64_t> length = head.content_length;
+    if (length && backend.ended() && backend.body().size() < *length && !no_body) {
+        log_error("the backend's response to \"%.*s\" ended short of its Content-Length: 502",
+                  int(request.target.size()), request.target.data());
+        return fail_exchange(stream, 502);
+    }
+    if (!length && backend.ended() && !request.is_head()) length = backend.body().size();
+    Response& response = exchange.response;
+    response.reset();
+    begin_head(status, context_.clock.now_s, response);
+    for (const Header& header : head.headers) {
+        if (is_backend_own_field(header.name)) continue;
+        response.head.append(header.name).append(": ").append(header.value).append("\r\n");
+    }
+    response.head.append(exchange.stream_headers);
+    if (length && status != 204 && status != 304) {
+        response.head.append("Content-Length: ");
+        append_decimal(*length, response.head);
+        response.head.append("\r\n");
+    }
+    response.head.append("\r\n");
+    stream.status = status;
+    head_to_fields(status, response.head, stream.nv_text);
+    std::vector<nghttp2_nv> nva;
+    for (size_t i = 0; i + 1 < stream.nv_text.size(); i += 2) {
+        std::string& name = stream.nv_text[i];
+        std::string& value = stream.nv_text[i + 1];
+        nva.push_back({reinterpret_cast<uint8_t*>(name.data()),
+                       reinterpret_cast<uint8_t*>(value.data()), name.size(), value.size(),
+                       NGHTTP2_NV_FLAG_NONE});
+    }
+    stream.submitted = true;
+    if (no_body) {
+        // The backend's body (if any) drains into its pool when the stream is let go.
+        stream.accounted = true;
+        context_.handler.account(exchange, status, 0);
+        nghttp2_submit_response(session_, stream.id, nva.data(), nva.size(), nullptr);
+        return;
+    }
+    stream.relaying = true;
+    nghttp2_data_provider provider{};
+    provider.source.ptr = &stream;
+    provider.read_callback = Http2Callbacks::read_body;
+    nghttp2_submit_response(session_, stream.id, nva.data(), nva.size(), &provider);
+}
+
+void Http2Engine::fail_exchange(Http2Stream& stream, int status, std::string_view extra_headers) {
+    Exchange& exchange = stream.exchange;
+    std::string extra(extra_headers); // the lines may live in the stream let go here
+    if (exchange.stream) {
+        exchange.stream->release();
+        exchange.stream.reset();
+    }
+    stream.started = true;
+    stream.body_ended = true; // nobody reads the rest of the body
+    if (!stream.body_pending.empty()) {
+        nghttp2_session_consume(session_, stream.id, stream.body_pending.size());
+        std::string().swap(stream.body_pending);
+    }
+    exchange.response.reset();
+    context_.handler.fail(exchange, status, extra);
+    if (exchange.stream) {
+        // An error page run by a script: relayed like any stream.
+        stream.body_ended = false;
+        stream.request_ended = true;
+        offer_body(stream);
+        return;
+    }
+    submit_response(stream);
+}
+
+void Http2Engine::finish_stream(Http2Stream& stream) {
+    Exchange& exchange = stream.exchange;
+    if (stream.started) {
+        // The client reset the stream (or the connection went) before the end: 499, as nginx.
+        if (!stream.accounted) context_.handler.account(exchange, 499, stream.body_sent);
+        if (exchange.stream) {
+            exchange.stream->release();
+            exchange.stream.reset();
+        }
+        context_.handler.finish(exchange);
+    }
+    if (gauges_) gauges_->streams.fetch_sub(1, std::memory_order_relaxed);
+}
+
+void Http2Engine::plan_deadline() {
+    const Http1Options& options = context_.options;
+    if (write_blocked_)
+        deadline_ = last_activity_ms_ + options.send_timeout_ms;
+    else if (streams_.empty())
+        // The preface and first request under the header deadline, then idle.
+        deadline_ = last_activity_ms_ +
+                    (requests_ == 0 ? options.header_timeout_ms : options.keepalive_timeout_ms);
+    else
+        deadline_ = 0; // streams wait on their backends, which have their own timeouts
+}
+
+Http2Engine::Next Http2Engine::on_deadline() {
+    if (deadline_ == 0 || context_.clock.now_ms < deadline_) return Next::Wait;
+    // Idle: a GOAWAY says so (RFC 9113 §6.8), if the socket takes it.
+    if (!write_blocked_) {
+        nghttp2_session_terminate_session(session_, NGHTTP2_NO_ERROR);
+        write_output();
+    }
+    return Next::Close;
+}
+
+bool Http2Engine::on_shutdown() {
+    if (closed_) return true;
+    draining_ = true;
+    // GOAWAY with the last stream taken: those in flight finish (RFC 9113 §6.8).
+    nghttp2_submit_goaway(session_, NGHTTP2_FLAG_NONE,
+                          nghttp2_session_get_last_proc_stream_id(session_), NGHTTP2_NO_ERROR,
+                          nullptr, 0);
+    write_output();
+    return streams_.empty();
+}
+
+void Http2Engine::close() {
+    if (closed_) return;
+    closed_ = true;
+    for (auto& [id, stream] : streams_)
+        finish_stream(*stream);
+    streams_.clear();
+    nghttp2_session_del(session_);
+    session_ = nullptr;
+    if (gauges_) gauges_->connections.fetch_sub(1, std::memory_order_relaxed);
+}
+
+} // namespace lepus

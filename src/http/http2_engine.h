@@ -1,0 +1,121 @@
+// Http2Engine: HTTP/2 (RFC 9113) on one connection, between a Transport and
+// the same ExchangeHandler as the HTTP/1.1 engine: each stream is one
+// Exchange, answered by the same router and handlers, which never know.
+//
+// nghttp2 does the framing, HPACK, flow control and the protocol's checks on
+// memory only (nghttp2_session_mem_recv / mem_send); lepus keeps its own I/O:
+// the engine reads the transport into nghttp2 and writes what nghttp2 produces.
+// The HTTP/1.1 engine hands a connection over when its first bytes are the
+// client preface: on a TLS listener after ALPN chose "h2", on a plain one as
+// h2c with prior knowledge (RFC 9113 §3.3; no Upgrade: h2c, §3.1 dropped it).
+//
+// Responses: a complete Response (a head written as HTTP/1.1 text by the
+// handlers, a memory body and/or a file range) is turned into HEADERS (the
+// head's fields, lowercased, hop-by-hop ones dropped) and DATA read from
+// memory or with pread; a ResponseStream (FastCGI) is relayed as it arrives,
+// its back-pressure mapped onto HTTP/2 flow control both ways: request body
+// bytes are acknowledged (WINDOW_UPDATE) only once the backend has taken them,
+// and response bytes are taken from the backend only as the client's window
+// lets DATA out, so a slow reader of one stream stalls only that stream.
+//
+// Limits: SETTINGS_MAX_CONCURRENT_STREAMS 100, a bounded header list per
+// stream (431), nghttp2's guards against rapid reset (CVE-2023-44487) and
+// CONTINUATION floods (CVE-2024-27316), SETTINGS and PING floods (outbound
+// ACK queue bound). Timeouts: the preface and first request under the header
+// deadline, an idle connection under the keepalive timeout, stalled output
+// under the send timeout. A stopping server sends GOAWAY and lets the streams
+// in flight finish.
+#pragma once
+
+#include "http/http1_engine.h"
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <string_view>
+
+struct nghttp2_session;
+
+namespace lepus {
+
+struct Http2Stream;
+
+// Connections and streams on HTTP/2, for the status page.
+struct Http2Gauges {
+    std::atomic<uint64_t> connections{0}, streams{0}, streams_total{0};
+};
+
+class Http2Engine {
+public:
+    using Next = Http1Engine::Next;
+
+    static constexpr uint32_t kMaxConcurrentStreams = 100;
+    // The header list a stream may send (name + value + 32 per field, as
+    // SETTINGS_MAX_HEADER_LIST_SIZE counts): beyond it, 431.
+    static constexpr uint32_t kMaxHeaderList = 64 * 1024;
+    // Bytes read from the transport per pass before other connections run.
+    static constexpr size_t kMaxReadPerPass = size_t{256} * 1024;
+
+    // `received`: what the HTTP/1.1 engine read already (the preface onwards).
+    Http2Engine(const Http1Context& context, Transport& transport, ConnectionInfo& info,
+                ExchangeListener& listener, std::string_view received,
+                Http2Gauges* gauges = nullptr);
+    ~Http2Engine();
+    Http2Engine(const Http2Engine&) = delete;
+    Http2Engine& operator=(const Http2Engine&) = delete;
+
+    void on_readable() { readable_ = true; }
+    void on_peer_shutdown() { readable_ = true; }
+    void on_resume() { readable_ = true; }
+    bool waits_for_write() const { return write_blocked_ || transport_.wants_write(); }
+
+    Next drive();
+    uint64_t deadline() const { return deadline_; }
+    bool deadline_exact() const { return false; }
+    Next on_deadline();
+    bool on_shutdown();
+    void close();
+
+private:
+    friend struct Http2Callbacks;
+
+    // Reading: the transport into nghttp2; false: the connection is over.
+    bool read_input();
+    // Writing: nghttp2's frames out; false on a transport error.
+    bool write_output();
+    // Streams whose backend made progress: heads, body bytes, failures.
+    void poll_streams();
+    // A request head is complete: route it.
+    void start_exchange(Http2Stream& stream);
+    // The answer to `stream` is decided (complete or a stream's head): HEADERS.
+    void submit_response(Http2Stream& stream);
+    void submit_stream_head(Http2Stream& stream);
+    // The router must answer `status` itself (a stream failed, 413, 431).
+    void fail_exchange(Http2Stream& stream, int status, std::string_view extra_headers = {});
+    void offer_body(Http2Stream& stream);
+    void finish_stream(Http2Stream& stream);
+    void plan_deadline();
+
+    const Http1Context& context_;
+    Transport& transport_;
+    ConnectionInfo& info_;
+    ExchangeListener& listener_;
+    Http2Gauges* gauges_;
+    nghttp2_session* session_ = nullptr;
+    std::map<int32_t, std::unique_ptr<Http2Stream>> streams_;
+    std::string input_; // bytes handed over by the HTTP/1.1 engine, fed first
+    std::string output_;
+    size_t output_sent_ = 0;
+    uint64_t deadline_ = 0;
+    uint64_t last_activity_ms_ = 0;
+    uint64_t requests_ = 0;
+    int32_t highest_stream_id_ = 0; // of the client's HEADERS so far
+    bool readable_ = true;
+    bool write_blocked_ = false;
+    bool peer_closed_ = false;
+    bool draining_ = false;
+    bool closed_ = false;
+};
+
+} // namespace lepus

@@ -1,0 +1,361 @@
+"""HTTP/2 end to end (issue 19): h2 by ALPN on a TLS listener and h2c with prior
+knowledge on a plain one, driven by real clients (curl --http2 and
+--http2-prior-knowledge, nghttp with many concurrent streams); static files
+with ranges and conditional requests, PHP through php-fpm (a POST body, a
+streamed page), the access log's HTTP/2.0 lines and the status page's
+counters; --http2 off and --h2c off; and the attacks as raw frames: rapid reset
+(CVE-2023-44487), a CONTINUATION flood (CVE-2024-27316), an oversized header
+list (431), a SETTINGS flood, and a client that sends nothing after the preface
+(closed at the header deadline). When h2spec is installed
+(scripts/install-h2spec), its whole suite runs against both listeners."""
+import hashlib
+import json
+import os
+import shutil
+import socket
+import ssl
+import struct
+import subprocess
+import time
+import unittest
+
+import harness
+import phpfpm
+
+CURL = shutil.which("curl")
+NGHTTP = shutil.which("nghttp")
+OPENSSL = shutil.which("openssl")
+H2SPEC = shutil.which("h2spec") or (os.path.expanduser("~/go/bin/h2spec")
+                                    if os.path.exists(os.path.expanduser("~/go/bin/h2spec")) else None)
+PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
+
+# Frame types and flags (RFC 9113 §6).
+DATA, HEADERS, RST_STREAM, SETTINGS, PING, GOAWAY, CONTINUATION = 0, 1, 3, 4, 6, 7, 9
+END_STREAM, END_HEADERS, ACK = 0x1, 0x4, 0x1
+
+
+def frame(kind, flags, stream, payload=b""):
+    return struct.pack(">I", len(payload))[1:] + bytes([kind, flags]) + struct.pack(
+        ">I", stream) + payload
+
+
+def hpack_int(value, prefix_bits, first=0):
+    limit = (1 << prefix_bits) - 1
+    if value < limit:
+        return bytes([first | value])
+    out = [first | limit]
+    value -= limit
+    while value >= 128:
+        out.append(value % 128 + 128)
+        value //= 128
+    out.append(value)
+    return bytes(out)
+
+
+def hpack(fields):
+    """Literal header fields without indexing, new names (RFC 7541 §6.2.2)."""
+    out = b""
+    for name, value in fields:
+        out += b"\x00" + hpack_int(len(name), 7) + name + hpack_int(len(value), 7) + value
+    return out
+
+
+def request_block(path=b"/", extra=()):
+    return hpack([(b":method", b"GET"), (b":scheme", b"http"), (b":path", path),
+                  (b":authority", b"localhost")] + list(extra))
+
+
+def read_frames(sock, seconds=5, result=None):
+    """Frames until the connection closes, a GOAWAY comes or `seconds` pass:
+    [(type, flags, stream, payload)]; result["closed"] says whether it closed."""
+    sock.settimeout(seconds)
+    data, frames = b"", []
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        try:
+            chunk = sock.recv(65536)
+        except socket.timeout:
+            break
+        except ConnectionResetError:
+            chunk = b""
+        if not chunk:
+            if result is not None:
+                result["closed"] = True
+            break
+        data += chunk
+        while len(data) >= 9:
+            length = int.from_bytes(data[:3], "big")
+            if len(data) < 9 + length:
+                break
+            frames.append((data[3], data[4], int.from_bytes(data[5:9], "big") & 0x7FFFFFFF,
+                           data[9:9 + length]))
+            data = data[9 + length:]
+        if any(f[0] == GOAWAY for f in frames):
+            break
+    return frames
+
+
+def goaway_code(frames):
+    for kind, _, _, payload in frames:
+        if kind == GOAWAY:
+            return int.from_bytes(payload[4:8], "big")
+    return None
+
+
+def curl(*args):
+    done = subprocess.run([CURL, "-s", "-S", "--max-time", "20"] + list(args),
+                          capture_output=True, timeout=30)
+    return done
+
+
+@unittest.skipUnless(CURL and OPENSSL, "needs curl and openssl")
+class Http2(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        harness.require_binary()
+        cls.tmp = harness.temp_dir(name="http2")
+        cls.cert = os.path.join(cls.tmp, "cert.pem")
+        cls.key = os.path.join(cls.tmp, "key.pem")
+        subprocess.run([OPENSSL, "req", "-x509", "-newkey", "ec", "-pkeyopt",
+                        "ec_paramgen_curve:prime256v1", "-nodes", "-keyout", cls.key, "-out",
+                        cls.cert, "-days", "2", "-subj", "/CN=localhost"],
+                       check=True, capture_output=True, timeout=60)
+        cls.fpm = phpfpm.PhpFpm(children=4) if phpfpm.find_php_fpm() else None
+        tls_port = phpfpm.free_port()
+        args = ["--listen", "https://127.0.0.1:%d" % tls_port, "--tls-cert", cls.cert,
+                "--tls-key", cls.key, "--status-path", "/_lepus/status",
+                "--header-timeout", "2s"]
+        if cls.fpm:
+            args += ["--fastcgi", cls.fpm.address]
+        try:
+            cls.server = harness.Lepus(args)
+        except Exception:
+            if cls.fpm:
+                cls.fpm.cleanup()
+            raise
+        cls.tls_port = tls_port
+        cls.big = os.urandom(700 * 1024)
+        cls.server.write("big.bin", cls.big)
+        cls.server.write("index.html", "<p>hello over h2</p>\n")
+        cls.server.write("post.php", "<?php echo strlen(file_get_contents('php://input')), ' ',"
+                                     " md5(file_get_contents('php://input')), ' ',"
+                                     " $_SERVER['REQUEST_METHOD'];\n")
+        cls.server.write("slow.php", "<?php for ($i = 0; $i < 3; $i++) { echo \"part $i\\n\";"
+                                     " flush(); usleep(100000); }\n")
+        for i in range(60):
+            cls.server.write("assets/a%d.css" % i, "a%d { color: red }\n" % i * 20)
+
+    @classmethod
+    def tearDownClass(cls):
+        try:
+            cls.server.stop(harness.LepusTestCase._Checker())
+        finally:
+            if cls.fpm:
+                cls.fpm.cleanup()
+            harness.remove_temp_dir(cls.tmp)
+
+    def h2c(self, *args):
+        return curl("--http2-prior-knowledge", *args)
+
+    def h2(self, *args):
+        return curl("--http2", "-k", *args)
+
+    def plain(self, path):
+        return "http://127.0.0.1:%d%s" % (self.server.port, path)
+
+    def secure(self, path):
+        return "https://127.0.0.1:%d%s" % (self.tls_port, path)
+
+    def test_static_files_on_both_listeners(self):
+        for get, url in ((self.h2c, self.plain), (self.h2, self.secure)):
+            with self.subTest(url=url("/")):
+                done = get("-w", "\n%{http_version} %{http_code}", url("/"))
+                self.assertEqual(done.stdout, b"<p>hello over h2</p>\n\n2 200", done.stderr)
+                done = get(url("/big.bin"))
+                self.assertEqual(hashlib.sha256(done.stdout).digest(),
+                                 hashlib.sha256(self.big).digest())
+                done = get("-r", "1000-1999", "-w", "%{http_code}", url("/big.bin"))
+                self.assertEqual(done.stdout, self.big[1000:2000] + b"206")
+                etag = [line for line in get("-I", url("/big.bin")).stdout.decode().splitlines()
+                        if line.lower().startswith("etag:")][0].split(":", 1)[1].strip()
+                done = get("-H", "If-None-Match: " + etag, "-w", "%{http_code}", url("/big.bin"))
+                self.assertEqual(done.stdout, b"304")
+                done = get("-w", "%{http_code}", url("/missing"))
+                self.assertTrue(done.stdout.endswith(b"404"))
+        # HTTP/1.1 still works on both.
+        done = curl("--http1.1", "-w", "%{http_version}", self.plain("/"))
+        self.assertTrue(done.stdout.endswith(b"1.1"))
+        done = curl("--http1.1", "-k", "-w", "%{http_version}", self.secure("/"))
+        self.assertTrue(done.stdout.endswith(b"1.1"))
+        lines = self.server.access_lines()
+        deadline = time.monotonic() + 5
+        while not any('"GET /big.bin HTTP/2.0" 206 1000' in l for l in lines) and \
+                time.monotonic() < deadline:
+            time.sleep(0.05)
+            lines = self.server.access_lines()
+        self.assertTrue(any('"GET /big.bin HTTP/2.0" 206 1000' in l for l in lines), lines[-5:])
+
+    @unittest.skipUnless(NGHTTP, "needs nghttp (nghttp2-client)")
+    def test_many_streams_on_one_connection(self):
+        before = self.status()
+        urls = [self.secure("/assets/a%d.css" % i) for i in range(60)]
+        done = subprocess.run([NGHTTP, "-n", "-s", "-m", "1"] + urls, capture_output=True,
+                              text=True, timeout=60)
+        self.assertEqual(done.returncode, 0, done.stderr)
+        # One line per stream in nghttp's summary, all 200 on one connection.
+        self.assertEqual(done.stdout.count(" 200 "), 60, done.stdout[-2000:])
+        after = self.status()
+        self.assertEqual(after["streams_total"] - before["streams_total"], 60)
+
+    def status(self):
+        done = curl(self.plain("/_lepus/status"))
+        reactors = json.loads(done.stdout)["reactors"]
+        return {key: sum(r["http2"][key] for r in reactors)
+                for key in ("connections", "streams", "streams_total")}
+
+    def test_php_post_body_and_streamed_page(self):
+        if not self.fpm:
+            self.skipTest("php-fpm not installed")
+        body = os.urandom(300 * 1024)
+        path = os.path.join(self.tmp, "body.bin")
+        with open(path, "wb") as f:
+            f.write(body)
+        for get, url in ((self.h2c, self.plain), (self.h2, self.secure)):
+            done = get("--data-binary", "@" + path, url("/post.php"))
+            self.assertEqual(done.stdout.decode(),
+                             "%d %s POST" % (len(body), hashlib.md5(body).hexdigest()), done.stderr)
+            done = get(url("/slow.php"))
+            self.assertEqual(done.stdout, b"part 0\npart 1\npart 2\n")
+
+    def raw_h2c(self):
+        sock = socket.create_connection(("127.0.0.1", self.server.port), timeout=10)
+        sock.sendall(PREFACE + frame(SETTINGS, 0, 0))
+        return sock
+
+    def test_rapid_reset_is_answered_with_goaway(self):
+        # A few cancelled streams are normal (a browser leaving a page)...
+        with self.raw_h2c() as sock:
+            burst = b""
+            for i in range(50):
+                burst += frame(HEADERS, END_HEADERS | END_STREAM, 1 + 2 * i, request_block())
+                burst += frame(RST_STREAM, 0, 1 + 2 * i, struct.pack(">I", 8))
+            sock.sendall(burst + frame(HEADERS, END_HEADERS | END_STREAM, 101, request_block()))
+            frames = read_frames(sock, seconds=2)
+        self.assertIsNone(goaway_code(frames))
+        self.assertTrue(any(f[0] == HEADERS and f[2] == 101 for f in frames))
+        # ... thousands of them are the attack: GOAWAY with an error (nghttp2's
+        # rate limit sends INTERNAL_ERROR), and the connection closes.
+        with self.raw_h2c() as sock:
+            burst = b""
+            for i in range(1500):
+                stream = 1 + 2 * i
+                burst += frame(HEADERS, END_HEADERS | END_STREAM, stream, request_block())
+                burst += frame(RST_STREAM, 0, stream, struct.pack(">I", 8))  # CANCEL
+            try:
+                sock.sendall(burst)
+            except (BrokenPipeError, ConnectionResetError):
+                pass
+            result = {}
+            frames = read_frames(sock, seconds=10, result=result)
+            if not result:
+                read_frames(sock, seconds=5, result=result)
+        self.assertIn(goaway_code(frames), (0x2, 0xB))  # INTERNAL_ERROR or ENHANCE_YOUR_CALM
+        self.assertTrue(result.get("closed"))
+
+    def test_continuation_flood_is_cut_off(self):
+        with self.raw_h2c() as sock:
+            block = request_block()
+            flood = frame(HEADERS, 0, 1, block)
+            filler = hpack([(b"x-filler", b"y" * 100)])
+            for _ in range(200):
+                flood += frame(CONTINUATION, 0, 1, filler)
+            try:
+                sock.sendall(flood)
+            except (BrokenPipeError, ConnectionResetError):
+                pass
+            result = {}
+            frames = read_frames(sock, seconds=10, result=result)
+        # Closed after a few CONTINUATION frames, the request never answered.
+        self.assertTrue(result.get("closed"), frames)
+        self.assertFalse(any(f[0] == HEADERS for f in frames))
+
+    def test_oversized_header_list_gets_431(self):
+        with self.raw_h2c() as sock:
+            big = [(b"x-big-%d" % i, b"v" * 4000) for i in range(20)]  # 80 KB > 64 KiB
+            block = request_block(extra=big)
+            first, rest = block[:16000], block[16000:]
+            data = frame(HEADERS, END_STREAM, 1, first)
+            while rest:
+                piece, rest = rest[:16000], rest[16000:]
+                data += frame(CONTINUATION, 0 if rest else END_HEADERS, 1, piece)
+            sock.sendall(data)
+            frames = read_frames(sock, seconds=3)
+        headers = [f for f in frames if f[0] == HEADERS and f[2] == 1]
+        self.assertTrue(headers, frames)
+        # ":status: 431" is not in the static table: a literal with the name ":status" (index 8).
+        self.assertIn(b"431", headers[0][3])
+
+    def test_ping_flood_from_a_client_that_does_not_read_is_cut_off(self):
+        sock = socket.socket()
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)  # it barely reads
+        with sock:
+            sock.connect(("127.0.0.1", self.server.port))
+            sock.sendall(PREFACE + frame(SETTINGS, 0, 0))
+            sock.settimeout(10)
+            try:
+                sock.sendall(frame(PING, 0, 0, b"12345678") * 20000)
+            except (BrokenPipeError, ConnectionResetError, socket.timeout):
+                pass
+            result = {}
+            frames = read_frames(sock, seconds=10, result=result)
+        # The queue of PING ACKs is bounded: the connection is closed long
+        # before 20000 of them are owed.
+        self.assertTrue(result.get("closed"))
+        self.assertLess(sum(1 for f in frames if f[0] == PING), 20000)
+
+    def test_silent_client_after_the_preface_is_closed_at_the_header_deadline(self):
+        with self.raw_h2c() as sock:
+            frames = read_frames(sock, seconds=15)
+        self.assertEqual(frames[0][0], SETTINGS)
+        self.assertIsNotNone(goaway_code(frames))  # then closed (the loop ended before 15 s)
+
+    def test_turned_off(self):
+        tls_port = phpfpm.free_port()
+        server = harness.Lepus(["--h2c", "off", "--http2", "off",
+                                "--listen", "https://127.0.0.1:%d" % tls_port,
+                                "--tls-cert", self.cert, "--tls-key", self.key])
+        self.addCleanup(server.stop, self)
+        server.write("index.html", "x\n")
+        # The preface is then an HTTP/1.1 request with an unknown version.
+        response = server.request(PREFACE)
+        self.assertEqual(response.status, 505)
+        # ALPN offers only http/1.1.
+        done = curl("--http2", "-k", "-w", "%{http_version}",
+                    "https://127.0.0.1:%d/" % tls_port)
+        self.assertEqual(done.stdout, b"x\n1.1")
+        done = curl("--http2-prior-knowledge", "http://127.0.0.1:%d/" % server.port)
+        self.assertNotEqual(done.returncode, 0)
+
+    @unittest.skipUnless(H2SPEC, "h2spec not installed (scripts/install-h2spec)")
+    def test_h2spec_conformance(self):
+        for args, allowed in ((["-t", "-k", "-p", str(self.tls_port)], set()),
+                              # On a port shared with HTTP/1.1, bytes that are not the
+                              # preface are an HTTP/1.1 request: 400 (docs/RELIABILITY.md).
+                              (["-p", str(self.server.port)], {"http2/3.5/2"})):
+            with self.subTest(args=args):
+                report = os.path.join(self.tmp, "h2spec.xml")
+                done = subprocess.run([H2SPEC, "-h", "127.0.0.1", "-o", "3", "-j", report] + args,
+                                      capture_output=True, text=True, timeout=600)
+                summary = done.stdout.strip().splitlines()[-1]
+                failed = {l.strip() for l in done.stdout.splitlines() if l.strip().startswith("×")}
+                self.assertIn("passed", summary)
+                if not allowed:
+                    self.assertEqual(done.returncode, 0, done.stdout[-3000:])
+                else:
+                    self.assertLessEqual(len(failed), len(allowed), done.stdout[-3000:])
+                    self.assertIn("Sends invalid connection preface", "\n".join(failed) or
+                                  "Sends invalid connection preface")
+
+
+if __name__ == "__main__":
+    harness.main()
