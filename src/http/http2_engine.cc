@@ -282,7 +282,8 @@ struct Http2Callbacks {
 Http2Engine::Http2Engine(const Http1Context& context, Transport& transport, ConnectionInfo& info,
                          ExchangeListener& listener, std::string_view received, Http2Gauges* gauges)
     : context_(context), transport_(transport), info_(info), listener_(listener), gauges_(gauges),
-      input_(received), last_activity_ms_(context.clock.now_ms) {
+      input_(received), last_activity_ms_(context.clock.now_ms),
+      last_write_ms_(context.clock.now_ms) {
     nghttp2_session_callbacks* callbacks = nullptr;
     nghttp2_session_callbacks_new(&callbacks);
     nghttp2_session_callbacks_set_on_begin_frame_callback(callbacks,
@@ -317,7 +318,10 @@ Http2Engine::Http2Engine(const Http1Context& context, Transport& transport, Conn
     nghttp2_submit_settings(session_, NGHTTP2_FLAG_NONE, settings, std::size(settings));
     // The connection's window: room for several streams' bodies at once.
     nghttp2_session_set_local_window_size(session_, NGHTTP2_FLAG_NONE, 0, 1 << 20);
-    if (gauges_) gauges_->connections.fetch_add(1, std::memory_order_relaxed);
+    if (gauges_) {
+        gauges_->connections.fetch_add(1, std::memory_order_relaxed);
+        gauges_->connections_total.fetch_add(1, std::memory_order_relaxed);
+    }
     plan_deadline();
 }
 
@@ -397,7 +401,7 @@ bool Http2Engine::write_output() {
         }
         if (n < 0) return false;
         output_sent_ += size_t(n);
-        last_activity_ms_ = context_.clock.now_ms;
+        last_activity_ms_ = last_write_ms_ = context_.clock.now_ms;
     }
 }
 
@@ -638,8 +642,18 @@ void Http2Engine::finish_stream(Http2Stream& stream) {
 
 void Http2Engine::plan_deadline() {
     const Http1Options& options = context_.options;
-    if (write_blocked_)
-        deadline_ = last_activity_ms_ + options.send_timeout_ms;
+    // Output that cannot leave: the socket is full, or a response waits for
+    // the client's flow-control window (a peer that never opens it is closed
+    // at the send timeout, as one that never reads).
+    bool stalled =
+        write_blocked_ || std::any_of(streams_.begin(), streams_.end(), [](const auto& entry) {
+            return entry.second->submitted && !entry.second->deferred;
+        });
+    // The clock starts when output began to wait, or at the last byte out.
+    if (stalled && !stalled_) last_write_ms_ = std::max(last_write_ms_, context_.clock.now_ms);
+    stalled_ = stalled;
+    if (stalled)
+        deadline_ = last_write_ms_ + options.send_timeout_ms;
     else if (streams_.empty())
         // The preface and first request under the header deadline, then idle.
         deadline_ = last_activity_ms_ +

@@ -43,7 +43,7 @@ struct Http2Stream;
 
 // Connections and streams on HTTP/2, for the status page.
 struct Http2Gauges {
-    std::atomic<uint64_t> connections{0}, streams{0}, streams_total{0};
+    std::atomic<uint64_t> connections{0}, streams{0}, streams_total{0}, connections_total{0};
 };
 
 class Http2Engine {
@@ -109,10 +109,12 @@ private:
     size_t output_sent_ = 0;
     uint64_t deadline_ = 0;
     uint64_t last_activity_ms_ = 0;
+    uint64_t last_write_ms_ = 0; // bytes last left for the client
     uint64_t requests_ = 0;
     int32_t highest_stream_id_ = 0; // of the client's HEADERS so far
     bool readable_ = true;
     bool write_blocked_ = false;
+    bool stalled_ = false; // output waited at the last plan_deadline()
     bool peer_closed_ = false;
     bool draining_ = false;
     bool closed_ = false;

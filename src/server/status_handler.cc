@@ -29,6 +29,7 @@ StatusSnapshot take_snapshot(Worker& worker, const ServingSet& serving, uint64_t
         r.http2_connections = stats.http2.connections.load(std::memory_order_relaxed);
         r.http2_streams = stats.http2.streams.load(std::memory_order_relaxed);
         r.http2_streams_total = stats.http2.streams_total.load(std::memory_order_relaxed);
+        r.http2_connections_total = stats.http2.connections_total.load(std::memory_order_relaxed);
         fastcgi::UpstreamGauges& gauges = each->fastcgi_gauges();
         r.fastcgi_busy = gauges.busy.load(std::memory_order_relaxed);
         r.fastcgi_idle = gauges.idle.load(std::memory_order_relaxed);

@@ -79,7 +79,8 @@ void render_status_json(const StatusSnapshot& status, std::string& out) {
         out += "}, \"http2\": {";
         append_field(out, "connections", r.http2_connections);
         append_field(out, "streams", r.http2_streams);
-        append_field(out, "streams_total", r.http2_streams_total, false);
+        append_field(out, "streams_total", r.http2_streams_total);
+        append_field(out, "connections_total", r.http2_connections_total, false);
         out += "}}";
     }
     out += "], \"status_codes\": {";
@@ -130,6 +131,8 @@ void render_status_prometheus(const StatusSnapshot& status, std::string& out) {
                        "Requests waiting for a FastCGI backend connection.", &R::fastcgi_queued);
     append_per_reactor(out, status, "lepus_http2_connections", "gauge", "HTTP/2 connections open.",
                        &R::http2_connections);
+    append_per_reactor(out, status, "lepus_http2_connections_total", "counter",
+                       "HTTP/2 connections opened.", &R::http2_connections_total);
     append_per_reactor(out, status, "lepus_http2_streams", "gauge", "HTTP/2 streams open.",
                        &R::http2_streams);
     append_per_reactor(out, status, "lepus_http2_streams_total", "counter",

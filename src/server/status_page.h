@@ -24,7 +24,8 @@ struct StatusSnapshot {
         uint64_t tls_connections = 0, tls_handshakes = 0, tls_resumed = 0,
                  tls_handshake_failures = 0;
         // HTTP/2: connections open, streams open, streams since start.
-        uint64_t http2_connections = 0, http2_streams = 0, http2_streams_total = 0;
+        uint64_t http2_connections = 0, http2_streams = 0, http2_streams_total = 0,
+                 http2_connections_total = 0;
     };
     double uptime_seconds = 0;
     std::string version;

@@ -211,7 +211,37 @@ class Http2(unittest.TestCase):
         done = curl(self.plain("/_lepus/status"))
         reactors = json.loads(done.stdout)["reactors"]
         return {key: sum(r["http2"][key] for r in reactors)
-                for key in ("connections", "streams", "streams_total")}
+                for key in ("connections", "streams", "streams_total", "connections_total")}
+
+    @unittest.skipUnless(shutil.which("chromium"), "needs chromium")
+    def test_chromium_loads_a_page_of_50_assets_over_one_h2_connection(self):
+        images = "".join('<img src="/assets/i%d.svg" width="8" height="8">' % i for i in range(50))
+        self.server.write("page.html", "<!doctype html><title>fifty</title><body>%s</body>" % images)
+        for i in range(50):
+            self.server.write("assets/i%d.svg" % i, '<svg xmlns="http://www.w3.org/2000/svg" '
+                              'width="8" height="8"><rect width="8" height="8" fill="#%06x"/></svg>'
+                              % (i * 5000))
+        before = self.status()
+        profile = harness.temp_dir(self, "chromium-h2")
+        done = subprocess.run(
+            [shutil.which("chromium"), "--headless", "--no-sandbox", "--disable-gpu",
+             "--disable-quic", "--ignore-certificate-errors", "--no-first-run",
+             "--disable-background-networking", "--disable-component-update", "--disable-sync",
+             "--user-data-dir=" + profile, "--virtual-time-budget=5000", "--dump-dom",
+             self.secure("/page.html")], capture_output=True, text=True, timeout=120)
+        self.assertIn("<title>fifty</title>", done.stdout, done.stderr[-2000:])
+        wanted = {"/page.html"} | {"/assets/i%d.svg" % i for i in range(50)}
+        deadline = time.monotonic() + 10
+        seen = set()
+        while time.monotonic() < deadline and seen != wanted:
+            text = "\n".join(self.server.access_lines())
+            seen = {path for path in wanted if '"GET %s HTTP/2.0" 200' % path in text}
+            time.sleep(0.1)
+        self.assertEqual(wanted - seen, set())
+        after = self.status()
+        # The page and its 50 assets (and Chromium's favicon) on one HTTP/2 connection.
+        self.assertEqual(after["connections_total"] - before["connections_total"], 1)
+        self.assertGreaterEqual(after["streams_total"] - before["streams_total"], 51)
 
     def test_php_post_body_and_streamed_page(self):
         if not self.fpm:
@@ -318,6 +348,40 @@ class Http2(unittest.TestCase):
             frames = read_frames(sock, seconds=15)
         self.assertEqual(frames[0][0], SETTINGS)
         self.assertIsNotNone(goaway_code(frames))  # then closed (the loop ended before 15 s)
+
+    def test_a_peer_that_never_opens_its_window_is_closed_at_the_send_timeout(self):
+        server = harness.Lepus(["--send-timeout", "1s"])
+        self.addCleanup(server.stop, self)
+        server.write("big.bin", os.urandom(200 * 1024))
+        with socket.create_connection(("127.0.0.1", server.port), timeout=10) as sock:
+            # SETTINGS_INITIAL_WINDOW_SIZE 0: no DATA may come until WINDOW_UPDATE.
+            sock.sendall(PREFACE + frame(SETTINGS, 0, 0, struct.pack(">HI", 4, 0)) +
+                         frame(HEADERS, END_HEADERS | END_STREAM, 1, request_block(b"/big.bin")))
+            result = {}
+            frames = read_frames(sock, seconds=15, result=result)
+        self.assertTrue(any(f[0] == HEADERS and f[2] == 1 for f in frames))  # the head went out
+        self.assertFalse(any(f[0] == DATA for f in frames))
+        self.assertTrue(result.get("closed") or goaway_code(frames) is not None)
+
+    def test_sigterm_lets_a_stream_in_flight_finish(self):
+        if not self.fpm:
+            self.skipTest("php-fpm not installed")
+        server = harness.Lepus(["--fastcgi", self.fpm.address, "--status-path", "/_s"])
+        server.write("slow.php", "<?php usleep(1500000); echo 'finished';\n")
+        process = subprocess.Popen([CURL, "-s", "--http2-prior-knowledge", "--max-time", "20",
+                                    "http://127.0.0.1:%d/slow.php" % server.port],
+                                   stdout=subprocess.PIPE)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:  # until the stream is open
+            status = json.loads(curl("http://127.0.0.1:%d/_s" % server.port).stdout)
+            if sum(r["http2"]["streams"] for r in status["reactors"]) == 1:
+                break
+            time.sleep(0.02)
+        server.proc.send_signal(15)
+        out, _ = process.communicate(timeout=30)
+        self.assertEqual(out, b"finished")
+        self.assertEqual(server.proc.wait(timeout=30), 0)
+        server.stop(self)
 
     def test_turned_off(self):
         tls_port = phpfpm.free_port()
