@@ -149,6 +149,9 @@ struct Exchange {
     void* site = nullptr;
     // Times the layer above re-routed the exchange (an error page); it stops at one.
     int internal_redirects = 0;
+    // The user HTTP basic auth let in (REMOTE_USER, AUTH_TYPE=Basic for a
+    // script); empty when the path is not protected. The layer above sets it.
+    std::string remote_user;
 };
 
 // The layer above the engines: the server's router.
