@@ -1,7 +1,7 @@
 """HTTP basic auth end to end (issue 18): `auth` rules in a [[site]] checked
 against an htpasswd file made here with Apache's `htpasswd -B` (apache2-utils):
 right, wrong, missing and malformed credentials; the decoded path is what is
-protected; an `off` subtree; the first request of a credential (waiting for
+protected, also where try_files re-routes to; an `off` subtree; the first request of a credential (waiting for
 the verifier threads) and the later ones (cached) give the same bytes, for a
 big file and a range too; $remote_user in the access log; REMOTE_USER and
 AUTH_TYPE seen by a PHP script under a real php-fpm; a {SHA} file refused at
@@ -269,6 +269,30 @@ class RefusedFiles(unittest.TestCase):
                        "the reload")
             self.assertEqual(server.get("/admin/", [basic("bob", "secret")]).status, 401)
             self.assertEqual(server.get("/admin/", [basic("bob", "new-secret")]).status, 200)
+        finally:
+            server.stop(self)
+
+
+class TryFilesIntoAProtectedPath(unittest.TestCase):
+    def test_a_fallback_under_a_protected_prefix_asks_for_credentials(self):
+        # nginx runs the access phase again after try_files' internal redirect:
+        # an open path must not become a way into /admin/.
+        harness.require_binary()
+        setup = Setup(self, extra_site='try_files = ["$uri", "/admin/index.html"]')
+        htpasswd(setup.passwords, "bob", "secret", create=True)
+        setup.write_config()
+        setup.write("open.txt", "open\n")
+        setup.write("admin/index.html", "secret page\n")
+        server = harness.Lepus(["--config", setup.config], root=setup.root)
+        try:
+            self.assertEqual(server.get("/open.txt").body, b"open\n")
+            response = server.get("/no/such/page")
+            self.assertEqual(response.status, 401)
+            self.assertEqual(response.header("www-authenticate"), REALM_CHALLENGE)
+            for _ in range(2):  # the verifier, then the cache
+                response = server.get("/no/such/page", [basic("bob", "secret")])
+                self.assertEqual((response.status, response.body), (200, b"secret page\n"))
+            self.assertEqual(server.get("/no/such/page", [basic("bob", "nope")]).status, 401)
         finally:
             server.stop(self)
 
