@@ -10,7 +10,7 @@
 namespace lepus {
 namespace {
 
-constexpr size_t kChunkSize = 64 * 1024;
+constexpr size_t kChunkSize = size_t(64) * 1024;
 
 } // namespace
 

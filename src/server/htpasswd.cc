@@ -85,8 +85,9 @@ std::unique_ptr<Htpasswd> Htpasswd::parse(std::string_view text, std::string_vie
         }
         std::string_view user = line.substr(0, colon), hash = line.substr(colon + 1);
         if (std::string reason = refused_hash_reason(hash); !reason.empty()) {
-            error = where + "user '" + std::string(user) + "': " + reason +
-                    "; make it again with htpasswd -B";
+            error = where;
+            error.append("user '").append(user).append("': ").append(reason);
+            error.append("; make it again with htpasswd -B");
             return nullptr;
         }
         file->entries_.push_back(Entry{std::string(user), std::string(hash)});
