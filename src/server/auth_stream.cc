@@ -50,9 +50,11 @@ void AuthStream::on_verdict(bool granted) {
 }
 
 void AuthStream::route() {
-    // The router answers into the exchange, where this stream sits: step
-    // aside while it does, then take what it made as the inner answer.
-    std::unique_ptr<ResponseStream> self = std::move(exchange_.stream);
+    // The router answers into the exchange, where this stream sits (or the
+    // AuthStream that holds it, when a try_files target needed a check of
+    // its own): step aside while it does, then take what it made as the
+    // inner answer.
+    std::unique_ptr<ResponseStream> current = std::move(exchange_.stream);
     exchange_.stream_headers.clear(); // the router adds the site's header rules again
     exchange_.response.reset();
     router_.continue_after_auth(exchange_, *verdict_, user_, rule_);
@@ -60,7 +62,7 @@ void AuthStream::route() {
         inner_ = std::move(exchange_.stream);
     else
         inner_ = std::make_unique<CompleteStream>(exchange_.response, exchange_.request->is_head());
-    exchange_.stream = std::move(self);
+    exchange_.stream = std::move(current);
     if (body_ended_) inner_->end_body();
 }
 
