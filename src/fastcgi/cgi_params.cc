@@ -155,6 +155,10 @@ void append_cgi_params(ParamsWriter& writer, const CgiContext& context) {
     char port_text[8];
     writer.add("REMOTE_ADDR", format_address(context.remote, address_text));
     writer.add("REMOTE_PORT", format_port(context.remote, port_text));
+    if (!context.remote_user.empty()) {
+        writer.add("AUTH_TYPE", "Basic");
+        writer.add("REMOTE_USER", context.remote_user);
+    }
     writer.add("SERVER_ADDR", format_address(context.local, address_text));
     writer.add("SERVER_PORT", format_port(context.local, port_text));
     writer.add("SERVER_NAME",

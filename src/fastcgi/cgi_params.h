@@ -34,6 +34,9 @@ struct CgiContext {
     // and SSL_CIPHER ("TLS_AES_128_GCM_SHA256"); left out when empty.
     std::string_view ssl_protocol = {};
     std::string_view ssl_cipher = {};
+    // The user HTTP basic auth let in: REMOTE_USER, with AUTH_TYPE=Basic
+    // (RFC 3875 §4.1.1, §4.1.11, as Apache sets them); left out when empty.
+    std::string_view remote_user = {};
 };
 
 // "lepus/0.1.0": SERVER_SOFTWARE.

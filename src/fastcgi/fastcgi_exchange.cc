@@ -131,7 +131,8 @@ void FastCgiExchange::send_request(UpstreamConnection& upstream) {
                        .content_length = length,
                        .https = connection.secure,
                        .ssl_protocol = connection.tls_protocol,
-                       .ssl_cipher = connection.tls_cipher};
+                       .ssl_cipher = connection.tls_cipher,
+                       .remote_user = exchange_.remote_user};
     ParamsWriter& params = upstream.begin_request(script_name_);
     append_cgi_params(params, context);
     params.finish();

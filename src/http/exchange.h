@@ -156,6 +156,9 @@ struct Exchange {
     // backend's header lines to keep on that answer.
     std::string internal_redirect;
     std::string internal_redirect_headers;
+    // The user HTTP basic auth let in (REMOTE_USER, AUTH_TYPE=Basic for a
+    // script); empty when the path is not protected. The layer above sets it.
+    std::string remote_user;
 };
 
 // The layer above the engines: the server's router.

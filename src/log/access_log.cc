@@ -32,7 +32,12 @@ template <typename Integer> void append_number(Integer value, std::string& out) 
 
 void append_combined_line(const AccessLogEntry& entry, std::string& out) {
     out.append(entry.remote_addr.empty() ? std::string_view("-") : entry.remote_addr);
-    out.append(" - - [");
+    out.append(" - ");
+    if (entry.remote_user.empty())
+        out.push_back('-');
+    else
+        append_log_escaped(entry.remote_user, out);
+    out.append(" [");
     out.append(cached_access_log_time(entry.time)); // "22/Nov/2026:12:34:56 +0000"
     out.append("] \"");
     if (entry.method.empty() && entry.target.empty() && entry.protocol.empty()) {

@@ -91,7 +91,8 @@ public:
     // Starts a graceful stop (idempotent).
     void request_stop();
     // Runs `task` on the reactor thread at its next turn (a SIGHUP's listener
-    // changes; rare work, never per request: it takes a mutex).
+    // changes, a basic-auth verdict from a verifier thread: rare work, never
+    // per request: it takes a mutex).
     void post(std::function<void()> task);
     // --- acceptor thread only ---
     // Queues a socket for this reactor; false when the ring is full.

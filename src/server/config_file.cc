@@ -206,6 +206,8 @@ public:
                 if (auto text = string(node, name);
                     text && !(site.x_accel = parse_x_accel(*text, message)))
                     error(node, message);
+            } else if (name == "auth") {
+                auth_rules(node, site);
             } else {
                 error(node, "unknown key '" + std::string(name) + "' in [[site]]");
             }
@@ -297,6 +299,52 @@ public:
             else
                 site.headers.push_back(rule);
         }
+    }
+
+    // auth = { ... } or [{ paths, realm, htpasswd }, { paths, off = true }, ...].
+    void auth_rules(const toml::node& node, SiteConfig& site) {
+        const toml::array* array = node.as_array();
+        if (node.is_table()) return auth_rule(*node.as_table(), site);
+        if (!array || !array->is_array_of_tables())
+            return error(node, "'auth' is a list of {paths, realm, htpasswd} tables");
+        for (const toml::node& item : *array)
+            auth_rule(*item.as_table(), site);
+    }
+
+    void auth_rule(const toml::table& table, SiteConfig& site) {
+        AuthRule rule;
+        rule.origin = position(path_, table.source());
+        for (auto&& [key, value] : table) {
+            std::string_view name = key.str();
+            if (name == "paths") {
+                if (auto paths = strings(value, name)) rule.paths = *paths;
+            } else if (name == "realm") {
+                // RFC 7235 §2.2: a quoted-string; lepus writes it without escapes.
+                auto realm = string(value, name);
+                if (realm &&
+                    (realm->empty() || std::any_of(realm->begin(), realm->end(), [](char c) {
+                         return c == '"' || c == '\\' || (unsigned char)c < 0x20 || c == 0x7f;
+                     })))
+                    error(value, "'realm' must be one line of text without '\"' or '\\'");
+                else if (realm)
+                    rule.realm = *realm;
+            } else if (name == "htpasswd") {
+                if (auto file = string(value, name)) rule.htpasswd = *file;
+            } else if (name == "off") {
+                if (auto off = boolean(value, name)) rule.off = *off;
+            } else {
+                error(value, "unknown key '" + std::string(name) + "' in auth");
+            }
+        }
+        bool paths_ok = !rule.paths.empty() &&
+                        std::all_of(rule.paths.begin(), rule.paths.end(),
+                                    [](const std::string& p) { return p.starts_with('/'); });
+        if (!paths_ok)
+            error(table, "an auth rule needs paths, each starting with /");
+        else if (rule.off == !rule.htpasswd.empty())
+            error(table, "an auth rule needs either htpasswd (a password file) or off = true");
+        else
+            site.auth.push_back(std::move(rule));
     }
 
     void redirects(const toml::node& node, SiteConfig& site) {

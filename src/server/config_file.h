@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -44,6 +45,22 @@ struct SiteTls {
     std::string key;
 };
 
+class Htpasswd;
+
+// `auth = [{ paths = ["/admin/"], realm = "Admin", htpasswd = "/etc/lepus/htpasswd" }]`
+// in a [[site]]: HTTP basic auth (RFC 7617) for the paths under these
+// prefixes, as nginx's auth_basic + auth_basic_user_file in a location. The
+// longest prefix of any rule wins; `{ paths = [...], off = true }` opens a
+// part of a protected tree again (nginx's `auth_basic off`).
+struct AuthRule {
+    std::vector<std::string> paths; // prefixes of the decoded, normalised path
+    std::string realm = "Restricted";
+    std::string htpasswd;                  // the file's path
+    bool off = false;                      // no auth under these paths
+    std::shared_ptr<const Htpasswd> users; // the file, read by load_site_auth()
+    std::string origin;                    // "lepus.toml:12:1", for messages
+};
+
 struct SiteConfig {
     std::vector<std::string> server_names; // "example.com", "*.example.com"
     bool is_default = false;               // `default = true`, or the first site
@@ -64,7 +81,8 @@ struct SiteConfig {
     std::optional<TryFiles> try_files;
     // `x_accel = "/protected/=/srv/files"` (server/x_accel.h); nullopt: the top level's.
     std::optional<XAccel> x_accel;
-    std::string origin; // "lepus.toml:12:1", for messages
+    std::vector<AuthRule> auth; // `auth = [...]` (see AuthRule)
+    std::string origin;         // "lepus.toml:12:1", for messages
 };
 
 struct ConfigFile {

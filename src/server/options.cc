@@ -7,6 +7,7 @@
 #include "net/socket.h"
 #include "net/tls_context.h"
 #include "net/tls_listen_scheme.h"
+#include "server/basic_auth.h"
 #include "server/start_checks.h"
 
 #include <CLI/CLI.hpp>
@@ -559,6 +560,10 @@ CommandLineResult parse_command_line(int argc, char** argv, ServerOptions& optio
     for (const SiteConfig& site : options.sites)
         if (std::string error = check_root(site.root); !error.empty())
             return {false, (usage_error(site.origin + ": " + error), error_exit)};
+    // The htpasswd files of the sites' auth rules: read now, so that a bad
+    // one stops the start, `-t` and a reload (the running files stay).
+    if (std::string error; !load_site_auth(options.sites, error))
+        return {false, (usage_error(error), error_exit)};
     if (std::string error = check_tls(options); !error.empty())
         return {false, (usage_error(error), error_exit)};
     if (check_only) {

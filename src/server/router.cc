@@ -5,6 +5,7 @@
 #include "http/compress_stream.h"
 #include "http/path.h"
 #include "log/access_log.h"
+#include "server/auth_stream.h"
 #include "server/error_page.h"
 #include "server/status_handler.h"
 #include "server/worker.h"
@@ -40,7 +41,8 @@ ReplyContext reply_context(const Exchange& exchange) {
 
 } // namespace
 
-Router::Router(Worker& worker, const ServerOptions& options) : worker_(worker) {
+Router::Router(Worker& worker, const ServerOptions& options)
+    : worker_(worker), auth_(worker.reactor()) {
     std::string error; // the options were checked when they were read
     for (const std::string& text : options.status_allow)
         if (auto network = parse_cidr(text, error)) status_allow_.push_back(*network);
@@ -72,6 +74,15 @@ void Router::start(Exchange& exchange) {
     }
     if (redirect_to_https(exchange, site) || serve_redirect(exchange, site))
         return add_rule_headers(exchange, site);
+    // As nginx's access phase: after the redirects (https_redirect first, so
+    // that no password is asked for over plain HTTP), before any handler.
+    if (site.config && !site.config->auth.empty() && request.path != "*") {
+        if (decode_path(request.path, path_) != 0) {
+            build_error_response(400, reply_context(exchange), exchange.response);
+            return add_rule_headers(exchange, site);
+        }
+        if (!authorize(exchange, site, path_)) return add_rule_headers(exchange, site);
+    }
     route_to_handler(exchange, site);
     add_rule_headers(exchange, site);
 }
@@ -113,6 +124,76 @@ bool Router::serve_redirect(Exchange& exchange, SiteHandlers& site) {
     std::string location = "Location: " + redirect->to + "\r\n";
     build_error_response(redirect->status, reply_context(exchange), exchange.response, location);
     return true;
+}
+
+bool Router::authorize(Exchange& exchange, SiteHandlers& site, std::string_view decoded_path) {
+    if (!site.config || site.config->auth.empty()) return true;
+    const AuthRule* rule = find_auth_rule(*site.config, decoded_path);
+    if (!rule) return true;
+    std::string_view value;
+    int fields = 0;
+    for (const Header& header : exchange.request->headers)
+        if (ascii_iequals(header.name, "Authorization")) value = header.value, ++fields;
+    if (fields > 1) {
+        // Which one would a script believe? nginx refuses the request alike.
+        build_error_response(400, reply_context(exchange), exchange.response);
+        return false;
+    }
+    // Malformed credentials get 401 as missing ones do (as nginx): the client
+    // is asked again instead of being told its request cannot be repeated.
+    std::optional<BasicCredentials> credentials;
+    if (fields == 1) credentials = parse_basic_credentials(value, credentials_);
+    if (!credentials) {
+        answer_unauthorized(exchange, site, *rule);
+        return false;
+    }
+    std::shared_ptr<AuthCheck> check;
+    switch (auth_.check(*rule, *credentials, check)) {
+    case BasicAuth::Outcome::Granted:
+        exchange.remote_user.assign(credentials->user);
+        return true;
+    case BasicAuth::Outcome::Denied:
+        answer_unauthorized(exchange, site, *rule);
+        return false;
+    case BasicAuth::Outcome::Busy:
+        build_error_response(503, reply_context(exchange), exchange.response, "Retry-After: 1\r\n");
+        return false;
+    case BasicAuth::Outcome::Pending:
+        exchange.stream = std::make_unique<AuthStream>(*this, exchange, *rule,
+                                                       std::string(credentials->user), check);
+        return false;
+    }
+    return false;
+}
+
+void Router::answer_unauthorized(Exchange& exchange, SiteHandlers& site, const AuthRule& rule) {
+    // RFC 7617 §2.1: charset="UTF-8" tells the client how to encode the
+    // user and password (the file's bytes are compared as they are).
+    std::string challenge =
+        "WWW-Authenticate: Basic realm=\"" + rule.realm + "\", charset=\"UTF-8\"\r\n";
+    build_error_response(401, reply_context(exchange), exchange.response, challenge);
+    apply_error_page(exchange, site, 401);
+}
+
+void Router::continue_after_auth(Exchange& exchange, bool granted, std::string_view user,
+                                 const AuthRule& rule) {
+    SiteHandlers& site = pick_site(exchange);
+    if (granted) {
+        exchange.remote_user.assign(user);
+        route_to_handler(exchange, site);
+    } else {
+        answer_unauthorized(exchange, site, rule);
+    }
+    add_rule_headers(exchange, site);
+}
+
+std::string_view Router::supplied_user(const Exchange& exchange) {
+    if (!exchange.remote_user.empty() || !exchange.request) return exchange.remote_user;
+    for (const Header& header : exchange.request->headers)
+        if (ascii_iequals(header.name, "Authorization"))
+            if (auto credentials = parse_basic_credentials(header.value, credentials_))
+                return credentials->user;
+    return {};
 }
 
 void Router::route_to_handler(Exchange& exchange, SiteHandlers& site) {
@@ -169,6 +250,9 @@ bool Router::try_files(Exchange& exchange, SiteHandlers& site) {
 
 void Router::rewrite(Exchange& exchange, SiteHandlers& site, std::string_view decoded_path,
                      std::string_view query, const Request& request) {
+    // The path it goes to may be protected where the client's is not (nginx
+    // runs the access phase again after try_files' internal redirect).
+    if (!authorize(exchange, site, decoded_path)) return;
     rewritten_path_.clear();
     append_percent_encoded(decoded_path, rewritten_path_);
     rewritten_query_.assign(query);
@@ -332,6 +416,7 @@ void Router::finish(Exchange& exchange) {
     exchange.hold.reset();
     exchange.internal_redirects = 0;
     exchange.internal_redirect.clear();
+    exchange.remote_user.clear();
 }
 
 void Router::account(Exchange& exchange, int status, uint64_t body_bytes) {
@@ -347,6 +432,8 @@ void Router::account(Exchange& exchange, int status, uint64_t body_bytes) {
     std::string host;
     exchange.connection->peer.format_host(host);
     entry.remote_addr = host;
+    // nginx's $remote_user: the name the client gave, even when refused.
+    entry.remote_user = supplied_user(exchange);
     entry.time = worker_.reactor().now_s();
     entry.status = status;
     entry.bytes_sent = body_bytes;

@@ -6,7 +6,9 @@
 //   - header rules, matched on the decoded, normalised path, on every response
 //     of the site (static, scripts, redirects, errors);
 //   - error pages, as an internal redirect through the router (nginx's
-//     error_page): a page that names a script runs it, with the original status.
+//     error_page): a page that names a script runs it, with the original status;
+//   - basic auth (server/basic_auth.h), after the redirects and before the
+//     handler, on the client's path and on a path try_files re-routes to.
 // It writes the access log line when an exchange ends.
 //
 // To add a response header rule kind: site_table.cc (append_rule_headers).
@@ -15,6 +17,7 @@
 
 #include "http/exchange.h"
 #include "net/cidr.h"
+#include "server/basic_auth.h"
 #include "server/options.h"
 
 #include <string>
@@ -35,12 +38,24 @@ public:
     void account(Exchange& exchange, int status, uint64_t body_bytes) override;
     void finish(Exchange& exchange) override;
 
+    // An AuthStream's verdict is in: routes the exchange as start() would
+    // have (as `user`), or answers 401 for `rule`.
+    void continue_after_auth(Exchange& exchange, bool granted, std::string_view user,
+                             const AuthRule& rule);
+
 private:
     // Chooses the site for the exchange's Host and keeps it (and its serving set) alive.
     SiteHandlers& pick_site(Exchange& exchange);
     bool serve_redirect(Exchange& exchange, SiteHandlers& site);
     bool redirect_to_https(Exchange& exchange, SiteHandlers& site);
     void route_to_handler(Exchange& exchange, SiteHandlers& site);
+    // Basic auth for `decoded_path`: true when the request goes on (an open
+    // path, or verified credentials), else its answer is set (401, 400, 503,
+    // or an AuthStream that waits for the verifier).
+    bool authorize(Exchange& exchange, SiteHandlers& site, std::string_view decoded_path);
+    void answer_unauthorized(Exchange& exchange, SiteHandlers& site, const AuthRule& rule);
+    // The user name an Authorization header supplies, verified or not (the access log's).
+    std::string_view supplied_user(const Exchange& exchange);
     // The site's try_files: serves the first candidate that exists, else the
     // fallback (an internal re-route, or a status). False when try_files does
     // not apply (none, or a path the handlers refuse themselves).
@@ -71,6 +86,8 @@ private:
     std::string rule_lines_;                       // scratch: header rule lines
     std::string log_line_;                         // scratch: the access log line
     Response page_scratch_;                        // scratch: a static error page
+    std::string credentials_;                      // scratch: decoded basic credentials
+    BasicAuth auth_;                               // this reactor's verified credentials
 };
 
 } // namespace lepus

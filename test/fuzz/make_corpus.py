@@ -195,7 +195,25 @@ def cgi():
         write("cgi_response", seed)
 
 
+def basic_auth():
+    # Authorization values (options bit 0 clear), as browsers and curl send them.
+    for value in (b"Basic Ym9iOnNlY3JldA==", b"basic YWxpY2U6d29uZGVybGFuZA", b"Basic Ym9i",
+                  b"Bearer abc.def", b"Basic !!!", b"Basic Y2Fyb2w6cMOkc3N3w7ZyZA==",
+                  b"Basic Ym9iOgo="):
+        write("basic_auth", value, splits=[(0, 0)])
+    # htpasswd files (bit 0 set): what htpasswd -B writes, comments, refused kinds.
+    bcrypt = b"$2y$05$MlQTcidIuh7Wp3BiHalrAOxKO.OpgFYOKvlUV95uJhl2xnzm4KerC"
+    for text in (b"# users\nbob:" + bcrypt + b"\r\namy:" + bcrypt + b"\n\n",
+                 b"a:$6$saltsalt$8RWsOfwR6M6PpnoeQiEiWzNTPo1f0HjVYjDnLZhGx16aBFRkeqiHAzfXP/"
+                 b"LgrOWMBMXqiU2pLrXsSOHNUyUm91\n",
+                 b"bob:{SHA}5en6G6MezRroT3XKqkdPOmY/BfQ=\n",
+                 b"bob:$apr1$lZL6V/ci$eIMz/iKDkbtys/uU7LEK00\n",
+                 b"bob:abJnggxhB/yWI\nno colon\n", b":" + bcrypt + b"\n"):
+        write("basic_auth", text, splits=[(0, 0)], options=1)
+
+
 def main():
+    basic_auth()
     requests()
     chunked()
     paths()

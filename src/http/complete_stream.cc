@@ -1,0 +1,107 @@
+#include "http/complete_stream.h"
+
+#include "base/ascii.h"
+#include "log/error_log.h"
+
+#include <cerrno>
+#include <charconv>
+#include <unistd.h>
+
+namespace lepus {
+namespace {
+
+constexpr size_t kChunkSize = size_t(64) * 1024;
+
+} // namespace
+
+CompleteStream::CompleteStream(Response& response, bool head_only) {
+    // The body may point into owned_body, whose bytes move with the string
+    // (or not, when they are short enough to live inside it): keep its offset.
+    const std::string& owned = response.owned_body;
+    bool in_owned = !response.body.empty() && response.body.data() >= owned.data() &&
+                    response.body.data() < owned.data() + owned.size();
+    size_t owned_offset = in_owned ? size_t(response.body.data() - owned.data()) : 0;
+    response_.status = response.status;
+    response_.head = std::move(response.head);
+    response_.owned_body = std::move(response.owned_body);
+    response_.body =
+        in_owned ? std::string_view(response_.owned_body).substr(owned_offset, response.body.size())
+                 : response.body;
+    response_.file = std::move(response.file);
+    response_.file_fd = response.file_fd;
+    response_.file_offset = response.file_offset;
+    response_.file_length = response.file_length;
+    response.reset();
+
+    head_.status = response_.status;
+    // The head as built: "HTTP/1.1 200 OK\r\n" then "Name: value\r\n" lines.
+    std::string_view head = response_.head;
+    size_t line_end = head.find("\r\n");
+    while (line_end != std::string_view::npos) {
+        size_t start = line_end + 2;
+        line_end = head.find("\r\n", start);
+        if (line_end == std::string_view::npos || line_end == start) break;
+        std::string_view line = head.substr(start, line_end - start);
+        size_t colon = line.find(':');
+        if (colon == std::string_view::npos) continue;
+        Header header{line.substr(0, colon), trim_ows(line.substr(colon + 1))};
+        if (ascii_iequals(header.name, "Content-Length")) {
+            uint64_t length = 0;
+            std::string_view digits = header.value;
+            auto [end, error] =
+                std::from_chars(digits.data(), digits.data() + digits.size(), length);
+            if (error == std::errc()) head_.content_length = length;
+            continue;
+        }
+        headers_.push_back(header);
+    }
+    head_.headers = headers_;
+    if (!head_only) {
+        memory_ = response_.body;
+        if (response_.file_fd >= 0) {
+            file_offset_ = response_.file_offset;
+            file_left_ = response_.file_length;
+        }
+    }
+    refill();
+}
+
+std::span<const char> CompleteStream::body() const {
+    if (!memory_.empty()) return memory_;
+    return {chunk_.data() + chunk_sent_, chunk_.size() - chunk_sent_};
+}
+
+void CompleteStream::consume(size_t bytes) {
+    if (!memory_.empty()) {
+        memory_.remove_prefix(std::min(bytes, memory_.size()));
+    } else {
+        chunk_sent_ = std::min(chunk_.size(), chunk_sent_ + bytes);
+    }
+    refill();
+}
+
+bool CompleteStream::ended() const {
+    return !failed_ && memory_.empty() && chunk_sent_ == chunk_.size() && file_left_ == 0;
+}
+
+void CompleteStream::refill() {
+    if (!memory_.empty() || chunk_sent_ < chunk_.size() || file_left_ == 0 || failed_) return;
+    chunk_.resize(size_t(std::min<uint64_t>(file_left_, kChunkSize)));
+    chunk_sent_ = 0;
+    ssize_t n;
+    do {
+        n = ::pread(response_.file_fd, chunk_.data(), chunk_.size(), off_t(file_offset_));
+    } while (n < 0 && errno == EINTR);
+    if (n <= 0) {
+        // The file shrank or cannot be read after its head was built.
+        report_internal_error("reading a file for a delayed response", "", n < 0 ? errno : EIO);
+        chunk_.clear();
+        failed_ = true;
+        return;
+    }
+    chunk_.resize(size_t(n));
+    file_offset_ += uint64_t(n);
+    file_left_ -= uint64_t(n);
+}
+
+} // namespace lepus
