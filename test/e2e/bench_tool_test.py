@@ -180,6 +180,32 @@ class BenchToolTest(unittest.TestCase):
             self.assertEqual(int(row["idle_held"]), 40, row)
             self.assertEqual(int(row["idle_still_open"]), 40, row)
 
+    @unittest.skipUnless(shutil.which("wrk") and shutil.which("h2load") and
+                         shutil.which("openssl"), "wrk, h2load or openssl missing")
+    def test_compression_and_http2_scenarios_run_without_errors(self):
+        """gzip-html and gzip-js ask for gzip/br (lepus answers compressed, fewer
+        bytes than the file per response); h2-small runs h2load over ALPN h2."""
+        port = free_port_pair(count=102)
+        result = run_tool(["--servers", "lepus", "--lepus", BINARY, "--lepus-before", BINARY,
+                           "--scenarios", "gzip-html,gzip-js,h2-small", "--modes", "pinned",
+                           "--rounds", "1", "--round-seconds", "1", "--warmup-seconds", "0",
+                           "--no-charts", "--out", self.out, "--port-base", str(port)])
+        self.assertEqual(result.returncode, 0, result.stderr)
+        with open(os.path.join(self.out, "results.csv")) as f:
+            rows = [row for row in csv.DictReader(f)]
+        by_test = {}
+        for row in rows:
+            by_test.setdefault(row["test"], []).append(row)
+        self.assertEqual(sorted(by_test), ["gzip html", "gzip js", "h2 small"])
+        for test, size in (("gzip html", 100 * 1024), ("gzip js", 300 * 1024), ("h2 small", 0)):
+            self.assertEqual(sorted(row["server"] for row in by_test[test]),
+                             ["lepus", "lepus-before"])
+            for row in by_test[test]:
+                self.assertGreater(float(row["rps"]), 0, row)
+                self.assertEqual(int(row["failed"]) + int(row["non2xx"]), 0, row)
+                if size:  # compressed: well under the file's size per response
+                    self.assertLess(float(row["mbps"]) * 1e6 / float(row["rps"]), size / 2, row)
+
     def test_unknown_server_is_one_line_and_exit_2(self):
         result = run_tool(["--quick", "--servers", "lepus,nosuch", "--out", self.out])
         self.assertEqual(result.returncode, 2)

@@ -70,6 +70,36 @@ def wrk_command(url, connections, seconds, threads=1, headers=()):
     return cmd + [url]
 
 
+def h2load_command(url, connections, streams, seconds, headers=()):
+    """h2load (nghttp2-client): HTTP/2, `streams` concurrent streams per
+    connection, for `seconds` (-D), one thread."""
+    cmd = [find_program("h2load"), "-t1", "-c%d" % connections, "-m%d" % streams,
+           "-D%d" % seconds]
+    for header in headers:
+        cmd += ["-H", header]
+    return cmd + [url]
+
+
+def parse_h2load(generated):
+    """Metrics from h2load's summary."""
+    text = generated.output
+    finished = re.search(r"^finished in ([\d.]+)(m?s), ([\d.]+) req/s, ([\d.]+)([KMG]?B)/s", text,
+                         re.M)
+    counts = re.search(r"^requests: (\d+) total, \d+ started, (\d+) done, (\d+) succeeded, "
+                       r"(\d+) failed, (\d+) errored", text, re.M)
+    if not finished or not counts:
+        raise RuntimeError("h2load printed no summary: " + _tail(text))
+    seconds = float(finished.group(1)) / (1000 if finished.group(2) == "ms" else 1)
+    scale = {"B": 1, "KB": 1e3, "MB": 1e6, "GB": 1e9}[finished.group(5)]
+    statuses = re.search(r"^status codes: (\d+) 2xx, (\d+) 3xx, (\d+) 4xx, (\d+) 5xx", text, re.M)
+    non2xx = sum(int(statuses.group(i)) for i in (2, 3, 4)) if statuses else 0
+    return {"requests": int(counts.group(2)), "rps": float(finished.group(3)),
+            "mbps": float(finished.group(4)) * scale / 1e6, "p50_ms": 0.0, "p90_ms": 0.0,
+            "p99_ms": 0.0, "max_ms": 0.0,
+            "failed": int(counts.group(4)) + int(counts.group(5)), "non2xx": non2xx,
+            "seconds": seconds}
+
+
 def parse_wrk(generated):
     """Metrics from a wrk run: rps, mbps, latency in ms, errors."""
     match = re.search(r"^LEPUS_BENCH (\{.*\})$", generated.output, re.M)

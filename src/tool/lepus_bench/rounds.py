@@ -55,7 +55,8 @@ class Turns:
         Returns the estimated seconds of the turns it ran (for the progress)."""
         names = [name for name, server in self.live.items()
                  if not (scenario.php and server.php_note) and
-                 not (scenario.tls and not server.tls_port)]
+                 not (scenario.tls and not server.tls_port) and
+                 (not scenario.only or name in scenario.only)]
         rounds = rounds_of(scenario, rounds)
         done = 0.0
         if not scenario.once and self.params.warmup_seconds:

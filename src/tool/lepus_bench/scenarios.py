@@ -71,6 +71,13 @@ def wrk(ctx, server, path, connections, headers=(), tls=False):
     return measure(ctx, server, cmd, loadgen.parse_wrk, timeout=ctx.seconds + 60)
 
 
+def h2load(ctx, server, path, connections, streams, headers=()):
+    """HTTP/2 over the server's TLS listener (ALPN h2)."""
+    cmd = loadgen.h2load_command(url(server, path, tls=True), connections, streams, ctx.seconds,
+                                 headers=headers)
+    return measure(ctx, server, cmd, loadgen.parse_h2load, timeout=ctx.seconds + 60)
+
+
 def ab(ctx, server, path, concurrency, keepalive=False, tolerate=False, tls=False):
     """ab for this turn's seconds (-t)."""
     cmd = loadgen.ab_command(url(server, path, tls), concurrency, seconds=ctx.seconds,
@@ -171,7 +178,7 @@ class Scenario:
     one turn of it, and how to warm a server up for it."""
 
     def __init__(self, name, describe, needs, estimate, run, quick=True, pinned_only=False,
-                 php=False, once=False, warm_up=None, tls=False):
+                 php=False, once=False, warm_up=None, tls=False, only=()):
         self.name = name
         self.describe = describe
         self.needs = needs
@@ -182,6 +189,9 @@ class Scenario:
         self.php = php
         self.tls = tls  # on each server's TLS listener (servers without one sit it out)
         self.once = once  # one round, no warm-up, whatever --rounds says (it is long)
+        # The servers it compares (empty: all): compression is set up alike only
+        # in lepus and nginx (gzip on, gzip_static on, the same level and types).
+        self.only = only
         # (Context, Server) -> None; by default one turn of the scenario itself.
         self.warm_up = warm_up or (lambda ctx, server: self.run(ctx, server))
 
@@ -198,6 +208,9 @@ def _turn(p, seconds):
 # next one at once. wrk spends less per connection than ab, so the server, not the
 # generator, becomes the limit of a connection-churn run (issue 15).
 CLOSE_HEADER = "Connection: close"
+# A browser's Accept-Encoding, less zstd (nginx has no zstd): the compression rows.
+ACCEPT_GZIP_BR = "Accept-Encoding: gzip, br"
+COMPRESSING = ("lepus", "lepus-before", "nginx")
 
 SCENARIOS = [
     Scenario("ab", "ab -c 100 for a turn, HTTP/1.0, a new connection per request", ["ab"],
@@ -233,6 +246,26 @@ SCENARIOS = [
              tls=True),
     Scenario("tls-ab", "ab -c 100 over HTTPS for a turn: a full handshake per request", ["ab"],
              _turn, _single("tls ab", lambda c, s: ab(c, s, "/", 100, tls=True)), tls=True),
+    Scenario("gzip-html", "wrk -t1 -c100 on a 100 KiB HTML page, Accept-Encoding: gzip, br "
+             "(lepus and nginx with gzip on)", ["wrk"], _turn,
+             _single("gzip html", lambda c, s: wrk(c, s, "/100k.html", 100,
+                                                   headers=[ACCEPT_GZIP_BR])),
+             quick=False, only=COMPRESSING),
+    Scenario("gzip-js", "wrk -t1 -c100 on a 300 KiB script, Accept-Encoding: gzip, br",
+             ["wrk"], _turn,
+             _single("gzip js", lambda c, s: wrk(c, s, "/300k.js", 100,
+                                                 headers=[ACCEPT_GZIP_BR])),
+             quick=False, only=COMPRESSING),
+    Scenario("php-gzip", "wrk -c50 on a 20 KiB PHP page, Accept-Encoding: gzip", ["wrk", "php-fpm"],
+             _turn, _single("php gzip", lambda c, s: wrk(c, s, "/page.php", 50,
+                                                        headers=["Accept-Encoding: gzip"])),
+             php=True, quick=False, only=COMPRESSING),
+    Scenario("h2-small", "h2load -c100 -m10 on / over HTTPS (ALPN h2)", ["h2load"], _turn,
+             _single("h2 small", lambda c, s: h2load(c, s, "/", 100, 10)), tls=True,
+             quick=False),
+    Scenario("h2-4k", "h2load -c100 -m10 on /4k.html over HTTPS (ALPN h2)", ["h2load"], _turn,
+             _single("h2 4k", lambda c, s: h2load(c, s, "/4k.html", 100, 10)), tls=True,
+             quick=False),
     Scenario("tls-idle", "N idle TLS connections held: memory per connection", [],
              lambda p, seconds: p.idle_connections / 1000 + 3, run_tls_idle, pinned_only=True,
              once=True, tls=True),

@@ -56,6 +56,10 @@ INDEX_HTML = (
 HELLO_PHP = '<?php\necho "hello " . array_sum(range(1, 100));\n'
 HELLO_BODY = b"hello 5050"
 POST_PHP = '<?php\necho strlen(file_get_contents("php://input"));\n'
+# A 20 KiB page of a typical PHP application (a table of rows), for php-gzip.
+PAGE_PHP = ('<?php\necho "<!doctype html><title>rows</title><table>";\n'
+            'for ($i = 0; $i < 400; $i++) echo "<tr><td>$i</td><td>row ", md5((string)$i), '
+            '"</td></tr>\\n";\necho "</table>";\n')
 
 
 class BenchError(Exception):
@@ -116,7 +120,9 @@ def make_document_root(path):
     """Writes the files every server serves (same bytes for all)."""
     os.makedirs(path, exist_ok=True)
     files = {"index.html": INDEX_HTML.encode(), "4k.html": _filler(4096),
-             "hello.php": HELLO_PHP.encode(), "post.php": POST_PHP.encode()}
+             "hello.php": HELLO_PHP.encode(), "post.php": POST_PHP.encode(),
+             "page.php": PAGE_PHP.encode(), "100k.html": _text(100 * 1024, "html"),
+             "300k.js": _text(300 * 1024, "js")}
     for name, content in files.items():
         with open(os.path.join(path, name), "wb") as f:
             f.write(content)
@@ -127,6 +133,26 @@ def make_document_root(path):
     for folder in (path, os.path.dirname(path)):
         os.chmod(folder, 0o755)
     return path
+
+
+def _text(size, kind):
+    """Text that compresses as real pages and scripts do (about 4:1), not a
+    repeated line: the same bytes every run."""
+    import random
+    generator = random.Random(size)
+    words = ["lepus", "server", "request", "response", "header", "value", "table", "row",
+             "function", "return", "const", "let", "item", "index", "length", "data", "class",
+             "style", "color", "margin", "padding", "width", "height", "display", "block"]
+    out = []
+    total = 0
+    while total < size:
+        line = " ".join(generator.choice(words) + str(generator.randrange(1000))
+                        for _ in range(generator.randrange(4, 12)))
+        line = ("<p>%s</p>\n" % line) if kind == "html" else ("var v%d = \"%s\";\n" % (
+            generator.randrange(100000), line))
+        out.append(line)
+        total += len(line)
+    return "".join(out).encode()[:size]
 
 
 def _filler(size):
@@ -194,7 +220,7 @@ def _tls_values(name, tls, tls_port):
         return {"TLS_LINES": "", "TLS_MODULE": ""}
     if name == "nginx":
         # nginx 1.22 enables TLS 1.3 only when asked (1.23.4 made it the default).
-        lines = ("listen 127.0.0.1:%d ssl backlog=%d;\n        ssl_certificate %s;\n"
+        lines = ("listen 127.0.0.1:%d ssl http2 backlog=%d;\n        ssl_certificate %s;\n"
                  "        ssl_certificate_key %s;\n        ssl_protocols TLSv1.2 TLSv1.3;"
                  % (tls_port, BACKLOG, tls.cert, tls.key))
     elif name == "h2o":
