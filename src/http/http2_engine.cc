@@ -314,6 +314,10 @@ Http2Engine::Http2Engine(const Http1Context& context, Transport& transport, Conn
         {NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, kMaxConcurrentStreams},
         {NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, 256 * 1024},
         {NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE, kMaxHeaderList},
+        // RFC 9218: streams are scheduled by the `priority` header field's
+        // urgency (and incremental flag), not RFC 7540's tree, which §2.1 of
+        // RFC 9113 deprecated: CSS and scripts (u=0..2) before images (u=5).
+        {NGHTTP2_SETTINGS_NO_RFC7540_PRIORITIES, 1},
     };
     nghttp2_submit_settings(session_, NGHTTP2_FLAG_NONE, settings, std::size(settings));
     // The connection's window: room for several streams' bodies at once.

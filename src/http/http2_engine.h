@@ -18,6 +18,9 @@
 // and response bytes are taken from the backend only as the client's window
 // lets DATA out, so a slow reader of one stream stalls only that stream.
 //
+// Priority: RFC 9218's `priority` header field (urgency, incremental), as
+// nghttp2 schedules DATA once SETTINGS_NO_RFC7540_PRIORITIES is sent.
+//
 // Limits: SETTINGS_MAX_CONCURRENT_STREAMS 100, a bounded header list per
 // stream (431), nghttp2's guards against rapid reset (CVE-2023-44487) and
 // CONTINUATION floods (CVE-2024-27316), SETTINGS and PING floods (outbound

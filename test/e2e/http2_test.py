@@ -262,6 +262,39 @@ class Http2(unittest.TestCase):
         sock.sendall(PREFACE + frame(SETTINGS, 0, 0))
         return sock
 
+    def test_urgent_streams_go_first(self):
+        """RFC 9218: of two large responses asked for at once, the one with
+        priority u=0 is sent whole before the u=7 one gets past its first frames."""
+        self.server.write("urgent.css", os.urandom(256 * 1024))
+        self.server.write("later.bin", os.urandom(256 * 1024))
+        with socket.create_connection(("127.0.0.1", self.server.port), timeout=10) as sock:
+            # Windows of 16 MiB, so that flow control does not do the ordering.
+            sock.sendall(PREFACE + frame(SETTINGS, 0, 0, struct.pack(">HI", 4, 1 << 24)) +
+                         frame(8, 0, 0, struct.pack(">I", (1 << 24) - 65535)) +  # WINDOW_UPDATE
+                         frame(HEADERS, END_HEADERS | END_STREAM, 1,
+                               request_block(b"/later.bin", [(b"priority", b"u=7")])) +
+                         frame(HEADERS, END_HEADERS | END_STREAM, 3,
+                               request_block(b"/urgent.css", [(b"priority", b"u=0")])))
+            frames, data = [], 0
+            sock.settimeout(10)
+            buffer = b""
+            while data < 2 * 256 * 1024:
+                chunk = sock.recv(65536)
+                if not chunk:
+                    break
+                buffer += chunk
+                while len(buffer) >= 9 and len(buffer) >= 9 + int.from_bytes(buffer[:3], "big"):
+                    length = int.from_bytes(buffer[:3], "big")
+                    kind, stream = buffer[3], int.from_bytes(buffer[5:9], "big") & 0x7FFFFFFF
+                    if kind == DATA:
+                        frames.append(stream)
+                        data += length
+                    buffer = buffer[9 + length:]
+        last_urgent = max(i for i, stream in enumerate(frames) if stream == 3)
+        later_before = sum(1 for stream in frames[:last_urgent] if stream == 1)
+        # At most what was already on its way when the urgent request arrived.
+        self.assertLessEqual(later_before, 4, frames[:40])
+
     def test_rapid_reset_is_answered_with_goaway(self):
         # A few cancelled streams are normal (a browser leaving a page)...
         with self.raw_h2c() as sock:
