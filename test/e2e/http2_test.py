@@ -295,6 +295,24 @@ class Http2(unittest.TestCase):
         # At most what was already on its way when the urgent request arrived.
         self.assertLessEqual(later_before, 4, frames[:40])
 
+    def test_a_stream_its_reader_does_not_drain_stalls_only_itself(self):
+        if not self.fpm:
+            self.skipTest("php-fpm not installed")
+        self.server.write("flood.php", "<?php $line = str_repeat('x', 1023) . \"\\n\";"
+                                       " for ($i = 0; $i < 4096; $i++) echo $line;\n")
+        with socket.create_connection(("127.0.0.1", self.server.port), timeout=10) as sock:
+            # The connection's window is opened wide; stream 1's stays at 64 KiB.
+            sock.sendall(PREFACE + frame(SETTINGS, 0, 0) +
+                         frame(8, 0, 0, struct.pack(">I", (1 << 30))) +
+                         frame(HEADERS, END_HEADERS | END_STREAM, 1, request_block(b"/flood.php")))
+            time.sleep(0.5)  # php-fpm is producing 4 MiB nobody reads
+            sock.sendall(frame(HEADERS, END_HEADERS | END_STREAM, 3, request_block(b"/index.html")))
+            frames = read_frames(sock, seconds=3)
+        flood = sum(len(f[3]) for f in frames if f[0] == DATA and f[2] == 1)
+        page = b"".join(f[3] for f in frames if f[0] == DATA and f[2] == 3)
+        self.assertEqual(page, b"<p>hello over h2</p>\n")
+        self.assertLessEqual(flood, 65535)  # no more than its window
+
     def test_rapid_reset_is_answered_with_goaway(self):
         # A few cancelled streams are normal (a browser leaving a page)...
         with self.raw_h2c() as sock:
