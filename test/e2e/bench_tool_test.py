@@ -187,16 +187,19 @@ class BenchToolTest(unittest.TestCase):
         bytes than the file per response); h2-small runs h2load over ALPN h2."""
         port = free_port_pair(count=102)
         result = run_tool(["--servers", "lepus", "--lepus", BINARY, "--lepus-before", BINARY,
-                           "--scenarios", "gzip-html,gzip-js,h2-small", "--modes", "pinned",
-                           "--rounds", "1", "--round-seconds", "1", "--warmup-seconds", "0",
-                           "--no-charts", "--out", self.out, "--port-base", str(port)])
+                           "--scenarios", "gzip-html,gzip-js,h2-small,h2-idle", "--modes",
+                           "pinned", "--rounds", "1", "--round-seconds", "1", "--warmup-seconds",
+                           "0", "--idle-connections", "30", "--no-charts", "--out", self.out,
+                           "--port-base", str(port)])
         self.assertEqual(result.returncode, 0, result.stderr)
         with open(os.path.join(self.out, "results.csv")) as f:
             rows = [row for row in csv.DictReader(f)]
         by_test = {}
         for row in rows:
             by_test.setdefault(row["test"], []).append(row)
-        self.assertEqual(sorted(by_test), ["gzip html", "gzip js", "h2 small"])
+        self.assertEqual(sorted(by_test), ["gzip html", "gzip js", "h2 idle 0k", "h2 small"])
+        for row in by_test["h2 idle 0k"]:  # held over HTTP/2, all still open
+            self.assertEqual((int(row["idle_held"]), int(row["idle_still_open"])), (30, 30), row)
         for test, size in (("gzip html", 100 * 1024), ("gzip js", 300 * 1024), ("h2 small", 0)):
             self.assertEqual(sorted(row["server"] for row in by_test[test]),
                              ["lepus", "lepus-before"])

@@ -173,11 +173,11 @@ class IdleConnections:
     so they are idle keepalive connections in the server (not half-open).
     With tls=True each is a TLS connection, handshaken one after another."""
 
-    def __init__(self, port, count, batch=250, timeout=10, tls=False):
+    def __init__(self, port, count, batch=250, timeout=10, tls=False, h2=False):
         self.sockets = []
         request = b"GET / HTTP/1.1\r\nHost: localhost\r\n\r\n"
-        if tls:
-            self._open_tls(port, count, request, timeout)
+        if tls or h2:
+            self._open_tls(port, count, _H2_REQUEST if h2 else request, timeout, h2)
             return
         for first in range(0, count, batch):
             opened = []
@@ -193,17 +193,22 @@ class IdleConnections:
             if len(answered) < len(opened) or len(opened) < min(batch, count - first):
                 break  # the server refused or dropped some: it holds no more
 
-    def _open_tls(self, port, count, request, timeout):
+    def _open_tls(self, port, count, request, timeout, h2=False):
         context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
         context.check_hostname = False
         context.verify_mode = ssl.CERT_NONE  # lepus-bench's own self-signed certificate
+        if h2:
+            context.set_alpn_protocols(["h2"])
+        complete = _h2_response_complete if h2 else _response_complete
         for _ in range(count):
             try:
                 raw = socket.create_connection(("127.0.0.1", port), timeout=timeout)
                 s = context.wrap_socket(raw, server_hostname="localhost")
+                if h2 and s.selected_alpn_protocol() != "h2":
+                    raise OSError("no h2")
                 s.sendall(request)
                 data = b""
-                while not _response_complete(data):
+                while not complete(data):
                     chunk = s.recv(65536)
                     if not chunk:
                         raise OSError("closed")
@@ -261,6 +266,38 @@ class IdleConnections:
         for s in self.sockets:
             s.close()
         self.sockets = []
+
+
+def _h2_frame(kind, flags, stream, payload=b""):
+    return len(payload).to_bytes(3, "big") + bytes([kind, flags]) + stream.to_bytes(4, "big") + \
+        payload
+
+
+def _hpack_literal(name, value):
+    # Literal field without indexing, new name; short strings only (RFC 7541 §6.2.2).
+    return b"\x00" + bytes([len(name)]) + name + bytes([len(value)]) + value
+
+
+# An HTTP/2 client's first flight for GET / over TLS: the preface, empty
+# SETTINGS, the SETTINGS ACK a server's own SETTINGS will want, and the request.
+_H2_REQUEST = (b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + _h2_frame(4, 0, 0) + _h2_frame(4, 1, 0) +
+               _h2_frame(1, 0x5, 1, b"".join(_hpack_literal(n, v) for n, v in (
+                   (b":method", b"GET"), (b":scheme", b"https"), (b":path", b"/"),
+                   (b":authority", b"localhost")))))
+
+
+def _h2_response_complete(data):
+    """True once a frame of stream 1 carries END_STREAM (the whole answer)."""
+    data = data[24:] if data.startswith(b"PRI") else data
+    while len(data) >= 9:
+        length = int.from_bytes(data[:3], "big")
+        if len(data) < 9 + length:
+            return False
+        kind, flags, stream = data[3], data[4], int.from_bytes(data[5:9], "big") & 0x7FFFFFFF
+        if stream == 1 and kind in (0, 1) and flags & 0x1:
+            return True
+        data = data[9 + length:]
+    return False
 
 
 def _response_complete(data):

@@ -103,11 +103,13 @@ def run_idle(ctx, server):
     return [("idle 0", base), ("idle %dk" % (ctx.params.idle_connections // 1000), loaded)]
 
 
-def run_tls_idle(ctx, server):
+def run_tls_idle(ctx, server, h2=False):
     """Memory per idle TLS connection: N connections held after a handshake and
-    one answered request each (the TLS issue's target: at or below nginx's)."""
+    one answered request each (the TLS issue's target: at or below nginx's);
+    with h2, HTTP/2 connections (the HTTP/2 issue's)."""
     rss_before = procstat.rss_bytes([server.pid])
-    held = loadgen.IdleConnections(server.tls_port, ctx.params.idle_connections, tls=True)
+    held = loadgen.IdleConnections(server.tls_port, ctx.params.idle_connections, tls=True,
+                                   h2=h2)
     try:
         time.sleep(0.5)
         rss_held = procstat.rss_bytes([server.pid])
@@ -117,7 +119,7 @@ def run_tls_idle(ctx, server):
                "generator_bound": False}
     finally:
         held.close()
-    return [("tls idle %dk" % (ctx.params.idle_connections // 1000), row)]
+    return [("%s idle %dk" % ("h2" if h2 else "tls", ctx.params.idle_connections // 1000), row)]
 
 
 def run_slowloris(ctx, server):
@@ -265,6 +267,13 @@ SCENARIOS = [
              quick=False),
     Scenario("h2-4k", "h2load -c100 -m10 on /4k.html over HTTPS (ALPN h2)", ["h2load"], _turn,
              _single("h2 4k", lambda c, s: h2load(c, s, "/4k.html", 100, 10)), tls=True,
+             quick=False),
+    Scenario("h2-100k", "h2load -c10 -m1 on /100k.bin over HTTPS (ALPN h2)", ["h2load"], _turn,
+             _single("h2 100k", lambda c, s: h2load(c, s, "/100k.bin", 10, 1)), tls=True,
+             quick=False),
+    Scenario("h2-idle", "N idle HTTP/2 connections held (after one request each): memory per "
+             "connection", [], lambda p, seconds: p.idle_connections / 1000 + 3,
+             lambda c, s: run_tls_idle(c, s, h2=True), pinned_only=True, once=True, tls=True,
              quick=False),
     Scenario("tls-idle", "N idle TLS connections held: memory per connection", [],
              lambda p, seconds: p.idle_connections / 1000 + 3, run_tls_idle, pinned_only=True,
