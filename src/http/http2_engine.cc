@@ -112,20 +112,26 @@ struct Http2Callbacks {
         return it == self.streams_.end() ? nullptr : it->second.get();
     }
 
-    // RFC 9113 §5.1.1: a new stream's identifier must exceed every one the
-    // client opened before; a lower one that names no stream nghttp2 knows is
-    // a connection error. (nghttp2 ignores such a header block, to be lenient
-    // with trailers that cross a RST_STREAM; those name a stream it knows.)
+    // Frames on streams that are over. With RFC 9218 priorities nghttp2 keeps
+    // no closed stream, and it ignores frames for streams it does not know;
+    // the RFC wants errors: a HEADERS frame opening a stream below one already
+    // used is a PROTOCOL_ERROR (§5.1.1), HEADERS or DATA on a stream the client
+    // closed or reset is a STREAM_CLOSED one (§5.1). Frames that cross a
+    // RST_STREAM of ours are ignored, as §5.4.2 allows.
     static int on_begin_frame(nghttp2_session* session, const nghttp2_frame_hd* hd,
                               void* user_data) {
         Http2Engine& self = engine(user_data);
-        if (hd->type != NGHTTP2_HEADERS || hd->stream_id % 2 == 0) return 0;
-        if (hd->stream_id < self.highest_stream_id_ &&
-            !nghttp2_session_find_stream(session, hd->stream_id)) {
-            nghttp2_session_terminate_session(session, NGHTTP2_PROTOCOL_ERROR);
+        int32_t id = hd->stream_id;
+        if (id == 0 || id % 2 == 0 || (hd->type != NGHTTP2_HEADERS && hd->type != NGHTTP2_DATA))
             return 0;
+        if (id > self.highest_stream_id_) {
+            if (hd->type == NGHTTP2_HEADERS) self.highest_stream_id_ = id;
+            return 0; // a new stream (DATA on an idle one is nghttp2's error)
         }
-        self.highest_stream_id_ = std::max(self.highest_stream_id_, hd->stream_id);
+        if (nghttp2_session_find_stream(session, id) || self.reset_by_us(id)) return 0;
+        bool lower_new_stream = hd->type == NGHTTP2_HEADERS && id < self.highest_stream_id_;
+        nghttp2_session_terminate_session(
+            session, lower_new_stream ? NGHTTP2_PROTOCOL_ERROR : NGHTTP2_STREAM_CLOSED);
         return 0;
     }
 
@@ -269,6 +275,8 @@ struct Http2Callbacks {
                 // The file shrank or broke under us: the stream cannot complete.
                 report_internal_error("pread for an HTTP/2 response", exchange.request->path,
                                       got < 0 ? errno : EIO);
+                // nghttp2 resets the stream (INTERNAL_ERROR).
+                self.recent_resets_[self.next_reset_++ % self.recent_resets_.size()] = stream.id;
                 return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
             }
             n = size_t(got);
@@ -348,10 +356,9 @@ Http2Engine::Next Http2Engine::drive() {
 
 bool Http2Engine::read_input() {
     if (!input_.empty()) {
-        ssize_t used = nghttp2_session_mem_recv(
-            session_, reinterpret_cast<const uint8_t*>(input_.data()), input_.size());
+        bool fed = feed(input_.data(), input_.size());
         std::string().swap(input_);
-        if (used < 0) return false;
+        if (!fed) return false;
     }
     char buffer[16384];
     size_t total = 0;
@@ -368,13 +375,48 @@ bool Http2Engine::read_input() {
         }
         total += size_t(n);
         last_activity_ms_ = context_.clock.now_ms;
+        if (!feed(buffer, size_t(n))) return false;
+    }
+    return true;
+}
+
+// Hands bytes to nghttp2 a frame at a time, looking at each frame's header
+// before nghttp2 sees it: with RFC 9218 priorities nghttp2 keeps no closed
+// stream and ignores DATA for a stream it does not know, where RFC 9113 §5.1
+// makes DATA on a stream the client closed or reset a STREAM_CLOSED error.
+bool Http2Engine::feed(const char* data, size_t size) {
+    while (size > 0) {
+        size_t chunk = size;
+        if (preface_left_ > 0) {
+            chunk = std::min(size, preface_left_);
+            preface_left_ -= chunk;
+        } else if (frame_left_ > 0) {
+            chunk = size_t(std::min<uint64_t>(size, frame_left_));
+            frame_left_ -= chunk;
+        } else {
+            chunk = std::min(size, frame_header_.size() - header_have_);
+            std::memcpy(frame_header_.data() + header_have_, data, chunk);
+            header_have_ += chunk;
+            if (header_have_ == frame_header_.size()) {
+                header_have_ = 0;
+                const auto* h = reinterpret_cast<const uint8_t*>(frame_header_.data());
+                frame_left_ = uint32_t(h[0]) << 16 | uint32_t(h[1]) << 8 | h[2];
+                int32_t id = int32_t((uint32_t(h[5] & 0x7f) << 24) | uint32_t(h[6]) << 16 |
+                                     uint32_t(h[7]) << 8 | h[8]);
+                if (h[3] == NGHTTP2_DATA && id % 2 == 1 && id <= highest_stream_id_ &&
+                    !nghttp2_session_find_stream(session_, id) && !reset_by_us(id))
+                    nghttp2_session_terminate_session(session_, NGHTTP2_STREAM_CLOSED);
+            }
+        }
         ssize_t used =
-            nghttp2_session_mem_recv(session_, reinterpret_cast<const uint8_t*>(buffer), size_t(n));
+            nghttp2_session_mem_recv(session_, reinterpret_cast<const uint8_t*>(data), chunk);
         if (used < 0) {
             log_info("client %s: HTTP/2: %s", info_.peer.to_string().c_str(),
                      nghttp2_strerror(int(used)));
             return false;
         }
+        data += chunk;
+        size -= chunk;
     }
     return true;
 }
@@ -394,6 +436,8 @@ bool Http2Engine::write_output() {
             }
             if (output_.empty()) {
                 write_blocked_ = false;
+                // An idle connection keeps no output buffer (up to 64 KiB).
+                if (streams_.empty()) std::string().swap(output_);
                 return true;
             }
         }
@@ -513,7 +557,7 @@ void Http2Engine::poll_streams() {
         }
         if (state == StreamState::Failed || state == StreamState::Broken) {
             // Part of the answer is out: the stream is reset, never completed wrongly.
-            nghttp2_submit_rst_stream(session_, NGHTTP2_FLAG_NONE, id, NGHTTP2_INTERNAL_ERROR);
+            reset_stream(id, NGHTTP2_INTERNAL_ERROR);
             continue;
         }
         if (stream.deferred && (!backend.body().empty() || backend.ended())) {
@@ -521,6 +565,15 @@ void Http2Engine::poll_streams() {
             nghttp2_session_resume_data(session_, id);
         }
     }
+}
+
+void Http2Engine::reset_stream(int32_t id, uint32_t error_code) {
+    recent_resets_[next_reset_++ % recent_resets_.size()] = id;
+    nghttp2_submit_rst_stream(session_, NGHTTP2_FLAG_NONE, id, error_code);
+}
+
+bool Http2Engine::reset_by_us(int32_t id) const {
+    return std::find(recent_resets_.begin(), recent_resets_.end(), id) != recent_resets_.end();
 }
 
 void Http2Engine::submit_response(Http2Stream& stream) {

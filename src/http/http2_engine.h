@@ -32,6 +32,7 @@
 
 #include "http/http1_engine.h"
 
+#include <array>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -85,6 +86,8 @@ private:
 
     // Reading: the transport into nghttp2; false: the connection is over.
     bool read_input();
+    // nghttp2_session_mem_recv, a frame at a time (see the .cc); false: over.
+    bool feed(const char* data, size_t size);
     // Writing: nghttp2's frames out; false on a transport error.
     bool write_output();
     // Streams whose backend made progress: heads, body bytes, failures.
@@ -99,6 +102,10 @@ private:
     void offer_body(Http2Stream& stream);
     void finish_stream(Http2Stream& stream);
     void plan_deadline();
+    // RST_STREAM from us; the id is remembered so that frames the client sent
+    // before it saw the reset are ignored, not a connection error.
+    void reset_stream(int32_t id, uint32_t error_code);
+    bool reset_by_us(int32_t id) const;
 
     const Http1Context& context_;
     Transport& transport_;
@@ -115,6 +122,13 @@ private:
     uint64_t last_write_ms_ = 0; // bytes last left for the client
     uint64_t requests_ = 0;
     int32_t highest_stream_id_ = 0; // of the client's HEADERS so far
+    std::array<int32_t, 8> recent_resets_{};
+    size_t next_reset_ = 0;
+    // Where feed() is in the client's byte stream.
+    size_t preface_left_ = 24; // "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
+    uint64_t frame_left_ = 0;  // payload bytes of the current frame
+    std::array<char, 9> frame_header_{};
+    size_t header_have_ = 0;
     bool readable_ = true;
     bool write_blocked_ = false;
     bool stalled_ = false; // output waited at the last plan_deadline()
