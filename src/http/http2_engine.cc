@@ -392,6 +392,13 @@ bool Http2Engine::feed(const char* data, size_t size) {
             preface_left_ -= chunk;
         } else if (frame_left_ > 0) {
             chunk = size_t(std::min<uint64_t>(size, frame_left_));
+            if (priority_have_ < priority_.size() && priority_stream_ != 0) {
+                size_t take = std::min(chunk, priority_.size() - priority_have_);
+                std::memcpy(priority_.data() + priority_have_, data, take);
+                priority_have_ += take;
+                chunk = take;
+                if (priority_have_ == priority_.size()) check_priority();
+            }
             frame_left_ -= chunk;
         } else {
             chunk = std::min(size, frame_header_.size() - header_have_);
@@ -406,6 +413,13 @@ bool Http2Engine::feed(const char* data, size_t size) {
                 if (h[3] == NGHTTP2_DATA && id % 2 == 1 && id <= highest_stream_id_ &&
                     !nghttp2_session_find_stream(session_, id) && !reset_by_us(id))
                     nghttp2_session_terminate_session(session_, NGHTTP2_STREAM_CLOSED);
+                // PRIORITY frames are ignored under RFC 9218 (nghttp2 skips them
+                // whole), but RFC 9113 §6.3 still has two errors for them.
+                priority_stream_ = 0;
+                if (h[3] == NGHTTP2_PRIORITY && id == 0)
+                    nghttp2_session_terminate_session(session_, NGHTTP2_PROTOCOL_ERROR);
+                else if (h[3] == NGHTTP2_PRIORITY && frame_left_ == priority_.size())
+                    priority_stream_ = id, priority_have_ = 0;
             }
         }
         ssize_t used =
@@ -565,6 +579,21 @@ void Http2Engine::poll_streams() {
             nghttp2_session_resume_data(session_, id);
         }
     }
+}
+
+// RFC 9113 §5.3.1: a stream cannot depend on itself (a stream error).
+void Http2Engine::check_priority() {
+    const auto* p = reinterpret_cast<const uint8_t*>(priority_.data());
+    int32_t dependency = int32_t((uint32_t(p[0] & 0x7f) << 24) | uint32_t(p[1]) << 16 |
+                                 uint32_t(p[2]) << 8 | p[3]);
+    if (dependency == priority_stream_) {
+        // A RST_STREAM cannot name an idle stream (§5.1): then the whole connection.
+        if (nghttp2_session_find_stream(session_, priority_stream_))
+            reset_stream(priority_stream_, NGHTTP2_PROTOCOL_ERROR);
+        else
+            nghttp2_session_terminate_session(session_, NGHTTP2_PROTOCOL_ERROR);
+    }
+    priority_stream_ = 0;
 }
 
 void Http2Engine::reset_stream(int32_t id, uint32_t error_code) {

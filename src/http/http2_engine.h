@@ -106,6 +106,7 @@ private:
     // before it saw the reset are ignored, not a connection error.
     void reset_stream(int32_t id, uint32_t error_code);
     bool reset_by_us(int32_t id) const;
+    void check_priority();
 
     const Http1Context& context_;
     Transport& transport_;
@@ -129,6 +130,10 @@ private:
     uint64_t frame_left_ = 0;  // payload bytes of the current frame
     std::array<char, 9> frame_header_{};
     size_t header_have_ = 0;
+    // A PRIORITY frame's payload, for the self-dependency check.
+    std::array<char, 5> priority_{};
+    size_t priority_have_ = 0;
+    int32_t priority_stream_ = 0; // 0: not in a PRIORITY frame
     bool readable_ = true;
     bool write_blocked_ = false;
     bool stalled_ = false; // output waited at the last plan_deadline()
