@@ -124,6 +124,22 @@ class BasicAuth(unittest.TestCase):
             self.assertEqual((response.status, response.body), (200, b"secret page\n"))
             self.assertIsNone(response.header("www-authenticate"))
 
+    @unittest.skipUnless(shutil.which("curl"), "needs curl")
+    def test_over_http2_too(self):
+        """The verdict arrives on a stream of an HTTP/2 connection: a new user
+        (a verifier thread), then the cache; a 700 KiB file; no credentials."""
+        base = "http://127.0.0.1:%d" % self.server.port
+
+        def curl(*args):
+            return subprocess.run(["curl", "-s", "--http2-prior-knowledge", "-w",
+                                   "\n%{http_version} %{http_code}"] + list(args),
+                                  capture_output=True, timeout=30).stdout
+        self.assertTrue(curl(base + "/admin/").endswith(b"\n2 401"))
+        # (One URL per curl: Debian's curl 7.88 does not reuse an h2c connection.)
+        for _ in range(2):
+            self.assertEqual(curl("-u", "dave:big", base + "/admin/"), b"secret page\n\n2 200")
+        self.assertEqual(curl("-u", "dave:big", base + "/admin/big.bin"), self.big + b"\n2 200")
+
     def test_a_utf8_password(self):
         token = base64.b64encode("carol:pässwörd".encode()).decode()
         response = self.get("/admin/", "Authorization: Basic " + token)

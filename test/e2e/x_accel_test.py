@@ -8,6 +8,7 @@ has its own folder; a bad --x-accel is one line and exit 2."""
 import hashlib
 import http.client
 import os
+import shutil
 import subprocess
 import textwrap
 import time
@@ -124,6 +125,17 @@ class XAccel(unittest.TestCase):
         status, _, body = fetch(self.server, "POST", "/download.php?key=secret&file=notes.txt",
                                 {"Content-Type": "application/x-www-form-urlencoded"}, b"a=1")
         self.assertEqual((status, body), (200, b"private notes\n"))
+
+    @unittest.skipUnless(shutil.which("curl"), "needs curl")
+    def test_over_http2_too(self):
+        done = subprocess.run(["curl", "-s", "--http2-prior-knowledge", "-D", "-", "-o",
+                               os.path.join(self.tmp, "h2.out"),
+                               "http://127.0.0.1:%d/download.php?key=secret" % self.server.port],
+                              capture_output=True, text=True, timeout=30)
+        self.assertIn("HTTP/2 200", done.stdout)
+        self.assertIn("content-disposition: attachment", done.stdout.lower())
+        with open(os.path.join(self.tmp, "h2.out"), "rb") as f:
+            self.assertEqual(f.read(), self.report)
 
     def test_keepalive_goes_on_after_a_redirected_answer(self):
         connection = http.client.HTTPConnection("127.0.0.1", self.server.port, timeout=10)
