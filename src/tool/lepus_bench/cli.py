@@ -219,6 +219,19 @@ def check_answers(server, php, notes):
     return True
 
 
+def check_proxy_answer(server, backend_port, notes):
+    """Sits a server out of the proxy scenario unless GET /proxy/hello comes
+    back from the backend through it. Always True."""
+    if backend_port and not server.proxy_note:
+        status, body = loadgen.http_get(server.port, servers.PROXY_PATH)
+        if status != 200 or body != servers.BACKEND_BODY:
+            server.proxy_note = "GET %s answered %s %r, not the backend's 200" % (
+                servers.PROXY_PATH, status, body[:60])
+    if backend_port and server.proxy_note:
+        notes.append("%s: proxy scenario skipped: %s" % (server.name, server.proxy_note))
+    return True
+
+
 def check_tls_answer(server, tls, notes):
     """Sits a server out of the TLS scenarios when its TLS listener does not give
     back index.html; says which servers have none. Always True (the plain
@@ -247,6 +260,14 @@ def run_mode(args, mode, params, lepus, root, tmp, jobs, progress, rows, notes):
         ports = {name: args.port_base + i for i, name in enumerate(args.server_list)}
         for port in ports.values():
             servers.check_port_free(port)
+        backend_port = None
+        if any(job[1].proxy for job in jobs):
+            backend_port = args.port_base + servers.BACKEND_PORT_OFFSET
+            servers.check_port_free(backend_port)
+            progress.show("[%s] starting the proxy scenario's backend on port %d"
+                          % (mode, backend_port))
+            started.append(servers.Backend(os.path.join(tmp, mode, "backend"), backend_port,
+                                           client_cpus, nofile))
         live = {}
         for name in args.server_list:
             progress.show("[%s] starting %s on port %d" % (mode, name, ports[name]))
@@ -261,10 +282,12 @@ def run_mode(args, mode, params, lepus, root, tmp, jobs, progress, rows, notes):
                 name, ports[name], root, os.path.join(tmp, mode, name), workers, server_cpus,
                 fpm.socket if fpm else None, args.access_log, nofile,
                 lepus=lepus_binary(args, name, lepus),
-                io=args.io_list[0] if name == servers.LEPUS_BEFORE else None, tls=tls)
+                io=args.io_list[0] if name == servers.LEPUS_BEFORE else None, tls=tls,
+                backend_port=backend_port)
             server.fpm = fpm
             started.append(server)
-            if check_answers(server, needs_php, notes) and check_tls_answer(server, tls, notes):
+            if check_answers(server, needs_php, notes) and check_tls_answer(server, tls, notes) \
+                    and check_proxy_answer(server, backend_port, notes):
                 live[name] = server
         turns = rounds.Turns(mode, live, params, client_cpus, progress, rows, notes)
         for _, scenario in jobs:

@@ -180,7 +180,7 @@ class Scenario:
     one turn of it, and how to warm a server up for it."""
 
     def __init__(self, name, describe, needs, estimate, run, quick=True, pinned_only=False,
-                 php=False, once=False, warm_up=None, tls=False, only=()):
+                 php=False, once=False, warm_up=None, tls=False, only=(), proxy=False):
         self.name = name
         self.describe = describe
         self.needs = needs
@@ -194,6 +194,7 @@ class Scenario:
         # The servers it compares (empty: all): compression is set up alike only
         # in lepus and nginx (gzip on, gzip_static on, the same level and types).
         self.only = only
+        self.proxy = proxy  # through each server's reverse proxy to one shared backend
         # (Context, Server) -> None; by default one turn of the scenario itself.
         self.warm_up = warm_up or (lambda ctx, server: self.run(ctx, server))
 
@@ -262,6 +263,10 @@ SCENARIOS = [
              _turn, _single("php gzip", lambda c, s: wrk(c, s, "/page.php", 50,
                                                         headers=["Accept-Encoding: gzip"])),
              php=True, quick=False, only=COMPRESSING),
+    Scenario("proxy", "wrk -t1 -c100 on /proxy/hello: through the server's reverse proxy "
+             "(keepalive pool) to one nginx answering from memory", ["wrk", "nginx"], _turn,
+             _single("proxy", lambda c, s: wrk(c, s, "/proxy/hello", 100)), quick=False,
+             proxy=True),
     Scenario("h2-small", "h2load -c100 -m10 on / over HTTPS (ALPN h2)", ["h2load"], _turn,
              _single("h2 small", lambda c, s: h2load(c, s, "/", 100, 10)), tls=True,
              quick=False),

@@ -38,6 +38,13 @@ TLS_SERVERS = ("nginx", "h2o", "lighttpd")
 LIGHTTPD_OPENSSL = "/usr/lib/lighttpd/mod_openssl.so"
 # A server's TLS port: its plain port plus this.
 TLS_PORT_OFFSET = 100
+# The proxy scenario's backend listens on the first server's port plus this.
+BACKEND_PORT_OFFSET = 200
+PROXY_PATH = "/proxy/hello"
+BACKEND_BODY = b"proxied by the backend\n"
+# The servers with a reverse proxy in lepus-bench (issue 20 compares lepus with
+# nginx's proxy_pass with keepalive 32 and h2o's proxy.reverse.url).
+PROXY_SERVERS = ("nginx", "h2o")
 SERVER_PROGRAMS = {"nginx": "nginx", "apache": "apache2", "lighttpd": "lighttpd", "h2o": "h2o"}
 APACHE_MODULES = "/usr/lib/apache2/modules"
 BACKLOG = 4096
@@ -315,6 +322,44 @@ def wait_until_connectable(process, address, what, timeout=15):
         time.sleep(0.05)
 
 
+class Backend:
+    """The proxy scenario's backend: one nginx answering from memory, shared
+    by every server under test, on the generator's CPU."""
+
+    def __init__(self, tmp, port, cpus, nofile):
+        os.makedirs(tmp, exist_ok=True)
+        os.chmod(tmp, 0o755)
+        root = os.geteuid() == 0
+        config = render("backend.conf", os.path.join(tmp, "backend.conf"), {
+            "TMP": tmp, "PORT": port, "BACKLOG": BACKLOG, "NOFILE": nofile,
+            "MAX_CONNECTIONS": nofile - 100, "USER_LINE": "user www-data;" if root else ""})
+        self.port = port
+        self.process = Process("backend nginx", [find_program("nginx"), "-p", tmp, "-c", config,
+                                                 "-e", os.path.join(tmp, "error.log")],
+                               tmp, cpus, stop_signal=signal.SIGQUIT)
+        wait_until_connectable(self.process, ("127.0.0.1", port), "the backend nginx")
+
+    def stop(self):
+        self.process.stop()
+
+
+def _proxy_values(name, backend_port):
+    """The template lines of a server's reverse proxy to the backend."""
+    values = {"UPSTREAM_LINES": "", "PROXY_LINES": "", "PROXY_PATH": ""}
+    if not backend_port:
+        return values
+    if name == "nginx":
+        values["UPSTREAM_LINES"] = ("upstream lepus_bench_backend {\n        server 127.0.0.1:%d;\n"
+                                    "        keepalive 32;\n    }" % backend_port)
+        values["PROXY_LINES"] = ("location /proxy/ {\n            proxy_pass "
+                                 "http://lepus_bench_backend;\n            proxy_http_version 1.1;"
+                                 "\n            proxy_set_header Connection \"\";\n        }")
+    elif name == "h2o":
+        values["PROXY_PATH"] = ("      /proxy:\n        proxy.reverse.url: "
+                                "http://127.0.0.1:%d/proxy" % backend_port)
+    return values
+
+
 class PhpFpm:
     """One php-fpm master with a static pool (every server gets one, alike)."""
 
@@ -340,7 +385,7 @@ class Server:
     """One web server under test, listening on 127.0.0.1:port."""
 
     def __init__(self, name, port, root, tmp, workers, cpus, fpm_socket, access_log, nofile,
-                 lepus=None, io=None, tls=None):
+                 lepus=None, io=None, tls=None, backend_port=None):
         """lepus and io: the binary and event engine, for a lepus server; tls: a
         TlsSetup when the TLS scenarios run (a server that supports TLS then also
         listens on port + TLS_PORT_OFFSET)."""
@@ -354,6 +399,10 @@ class Server:
             self.tls_note = "no TLS listener in lepus-bench for %s" % name
         self.tmp = tmp
         self.php_note = None  # set when this server cannot run the PHP scenario
+        # Set when it cannot run the proxy scenario.
+        self.proxy_note = None if not backend_port else (
+            None if is_lepus(name) or name in PROXY_SERVERS else
+            "no reverse proxy in lepus-bench for %s" % name)
         self.fpm = None  # its own PhpFpm, when the PHP scenario runs
         os.makedirs(tmp, exist_ok=True)
         os.chmod(tmp, 0o755)
@@ -367,6 +416,7 @@ class Server:
                   "FPM_SOCKET": fpm_socket or os.path.join(tmp, "no-php.sock"),
                   "BACKLOG": BACKLOG, "NOFILE": nofile, "MAX_CONNECTIONS": nofile - 100}
         values.update(_tls_values(name, tls if self.tls_port else None, self.tls_port))
+        values.update(_proxy_values(name, backend_port))
         stop_signal = signal.SIGTERM
         if is_lepus(name):
             io = io or lepus_io(name) or DEFAULT_IO
@@ -381,6 +431,12 @@ class Server:
             if self.tls_port:
                 cmd += ["--listen", "https://127.0.0.1:%d" % self.tls_port,
                         "--tls-cert", tls.cert, "--tls-key", tls.key]
+            if backend_port:
+                if lepus_has_flag(lepus, "--proxy"):
+                    # Files first, then the backend (the path is not a file).
+                    cmd += ["--proxy", "http://127.0.0.1:%d" % backend_port]
+                else:
+                    self.proxy_note = "this lepus has no --proxy flag"
             if fpm_socket:
                 if lepus_has_flag(lepus, "--fastcgi"):
                     cmd += ["--fastcgi", "unix:" + fpm_socket]
