@@ -130,8 +130,8 @@ struct Http2Callbacks {
         }
         if (nghttp2_session_find_stream(session, id) || self.reset_by_us(id)) return 0;
         bool lower_new_stream = hd->type == NGHTTP2_HEADERS && id < self.highest_stream_id_;
-        nghttp2_session_terminate_session(
-            session, lower_new_stream ? NGHTTP2_PROTOCOL_ERROR : NGHTTP2_STREAM_CLOSED);
+        nghttp2_session_terminate_session(session, lower_new_stream ? NGHTTP2_PROTOCOL_ERROR
+                                                                    : NGHTTP2_STREAM_CLOSED);
         return 0;
     }
 
@@ -584,8 +584,8 @@ void Http2Engine::poll_streams() {
 // RFC 9113 §5.3.1: a stream cannot depend on itself (a stream error).
 void Http2Engine::check_priority() {
     const auto* p = reinterpret_cast<const uint8_t*>(priority_.data());
-    int32_t dependency = int32_t((uint32_t(p[0] & 0x7f) << 24) | uint32_t(p[1]) << 16 |
-                                 uint32_t(p[2]) << 8 | p[3]);
+    int32_t dependency =
+        int32_t((uint32_t(p[0] & 0x7f) << 24) | uint32_t(p[1]) << 16 | uint32_t(p[2]) << 8 | p[3]);
     if (dependency == priority_stream_) {
         // A RST_STREAM cannot name an idle stream (§5.1): then the whole connection.
         if (nghttp2_session_find_stream(session_, priority_stream_))
