@@ -41,6 +41,8 @@ private:
     bool serve_redirect(Exchange& exchange, SiteHandlers& site);
     bool redirect_to_https(Exchange& exchange, SiteHandlers& site);
     void route_to_handler(Exchange& exchange, SiteHandlers& site);
+    // The site's HTTP backend, when the request is for it (server/router_proxy.cc).
+    bool route_to_proxy(Exchange& exchange, SiteHandlers& site);
     // The site's try_files: serves the first candidate that exists, else the
     // fallback (an internal re-route, or a status). False when try_files does
     // not apply (none, or a path the handlers refuse themselves).
