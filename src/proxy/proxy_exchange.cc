@@ -56,6 +56,17 @@ void append_forwarded_value(std::string_view value, std::string& out) {
 
 } // namespace
 
+std::string_view requested_upgrade(const Request& request) {
+    if (request.version_minor < 1) return {};
+    std::string_view upgrade;
+    std::vector<std::string_view> named;
+    for (const Header& header : request.headers) {
+        if (ascii_iequals(header.name, "Upgrade")) upgrade = header.value;
+        if (ascii_iequals(header.name, "Connection")) split_tokens(header.value, named);
+    }
+    return listed(named, "upgrade") ? upgrade : std::string_view();
+}
+
 void append_request_head(const Request& request, const ConnectionInfo& connection,
                          std::string_view host, std::string& out) {
     // RFC 9112 §3.2: the origin form (an absolute-form target's path and query).
@@ -107,6 +118,10 @@ void append_request_head(const Request& request, const ConnectionInfo& connectio
         append_forwarded_value(request.host, out);
     }
     out.append("\r\n");
+    // The one hop-by-hop exchange passed on: a protocol switch the client
+    // asked for (WebSocket), which the backend may accept with a 101.
+    if (std::string_view upgrade = requested_upgrade(request); !upgrade.empty())
+        out.append("Upgrade: ").append(upgrade).append("\r\nConnection: upgrade\r\n");
     if (request.chunked) {
         out.append("Transfer-Encoding: chunked\r\n");
     } else if (request.content_length) {
@@ -154,6 +169,7 @@ void ProxyExchange::on_backend_progress() {
 size_t ProxyExchange::offer_body(std::span<const char> data) {
     BackendConnection* backend = this->backend();
     if (!request_sent_ || !backend || backend->failure() != BackendFailure::None) return 0;
+    if (backend->tunnel() && backend->ended()) return data.size(); // the backend left
     if (backend->send_full()) {
         // Send before taking more: a send that empties the buffer raises no
         // EPOLLOUT edge to bring us back.
@@ -233,12 +249,18 @@ StreamState ProxyExchange::poll() {
         const ResponseHead& head = backend->head();
         // The engine drops the usual hop-by-hop fields; those the backend's
         // Connection names are dropped here (RFC 9110 §7.6.1).
+        // A tunnel's Upgrade names the protocol switched to: it stays.
         headers_.clear();
+        bool tunnel = backend->tunnel();
         for (const Header& header : head.headers())
-            if (!head.named_in_connection(header.name)) headers_.push_back(header);
+            if (!head.named_in_connection(header.name) ||
+                (tunnel && ascii_iequals(header.name, "Upgrade")))
+                headers_.push_back(header);
         head_.status = head.status();
         head_.headers = headers_;
         head_.content_length = head.content_length();
+        // A 101 the client asked for: the engine makes the connection a tunnel.
+        head_.upgrade = backend->tunnel();
         head_reported_ = true;
     }
     return StreamState::Ready;
@@ -247,12 +269,13 @@ StreamState ProxyExchange::poll() {
 void ProxyExchange::send_request(BackendConnection& backend) {
     const Request& request = *exchange_.request;
     bool replayable = is_idempotent(request.method);
+    bool upgrade = !requested_upgrade(request).empty();
     if (resend_.empty()) {
         std::string head;
         append_request_head(request, *exchange_.connection, host_, head);
-        backend.begin_request(head, request.is_head(), replayable);
+        backend.begin_request(head, request.is_head(), replayable, upgrade);
     } else {
-        backend.begin_request(resend_, request.is_head(), replayable);
+        backend.begin_request(resend_, request.is_head(), replayable, upgrade);
         std::string().swap(resend_);
     }
     if (resend_complete_)

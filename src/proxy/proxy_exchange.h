@@ -87,6 +87,10 @@ private:
     bool released_ = false;
 };
 
+// The Upgrade field's value when `request` asks to switch protocols (HTTP/1.1,
+// Upgrade named in Connection: RFC 9110 §7.8), else empty.
+std::string_view requested_upgrade(const Request& request);
+
 // Appends the request head lepus sends to the backend for `request` (exposed
 // for the unit tests).
 void append_request_head(const Request& request, const ConnectionInfo& connection,

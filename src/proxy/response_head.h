@@ -22,6 +22,7 @@ enum class BodyFraming : uint8_t {
     Length,  // Content-Length bytes
     Chunked, // chunked transfer coding
     Close,   // until the backend closes the connection
+    Tunnel,  // after a 101 the client asked for: bytes both ways until a close
 };
 
 class ResponseHead {

@@ -63,7 +63,7 @@ void BackendConnection::attach(BackendClient& client) {
     body_pos_ = 0;
     failure_ = BackendFailure::None;
     head_done_ = ended_ = body_done_ = paused_ = received_ = retried_ = false;
-    head_request_ = replayable_ = false;
+    head_request_ = replayable_ = upgrade_ = false;
     reusable_ = true;
     if (state_ == State::Closed) connect_socket();
     if (failure_ != BackendFailure::None) return;
@@ -102,11 +102,13 @@ void BackendConnection::close_socket() {
     reactor_.timers().cancel(timer_);
 }
 
-void BackendConnection::begin_request(std::string_view head, bool head_request, bool replayable) {
+void BackendConnection::begin_request(std::string_view head, bool head_request, bool replayable,
+                                      bool upgrade) {
     wbuf_.assign(head);
     wsent_ = 0;
     head_request_ = head_request;
     replayable_ = replayable;
+    upgrade_ = upgrade;
 }
 
 void BackendConnection::append_body(std::span<const char> data, bool chunked) {
@@ -220,7 +222,8 @@ void BackendConnection::read_available() {
             readable_ = false;
             return;
         }
-        if (n == 0 && head_done_ && framing_ == BodyFraming::Close) {
+        if (n == 0 && head_done_ &&
+            (framing_ == BodyFraming::Close || framing_ == BodyFraming::Tunnel)) {
             // RFC 9112 §6.3 8: the close is the end of this body.
             ended_ = true;
             reusable_ = false;
@@ -255,8 +258,11 @@ void BackendConnection::process_input() {
                 continue;
             }
             head_done_ = true;
-            framing_ = code == 101 ? BodyFraming::None : head_.framing(head_request_);
-            // A 101 makes the connection a tunnel: never reused.
+            framing_ = head_.framing(head_request_);
+            // RFC 9110 §15.2.2: after a 101 the connection speaks the new
+            // protocol; only a request that asked for it may get one (else
+            // the engine answers 502). Never reused either way.
+            if (code == 101) framing_ = upgrade_ ? BodyFraming::Tunnel : BodyFraming::None;
             if (!head_.keep_alive() || code == 101) reusable_ = false;
             if (framing_ == BodyFraming::Length) left_ = *head_.content_length();
             if (framing_ == BodyFraming::None || (framing_ == BodyFraming::Length && left_ == 0))
@@ -302,6 +308,7 @@ bool BackendConnection::take_body(std::span<const char> data, size_t& used) {
         return true;
     }
     case BodyFraming::Close:
+    case BodyFraming::Tunnel:
         used = data.size();
         body_.append(data.data(), data.size());
         return true;
@@ -441,7 +448,8 @@ void BackendConnection::on_timer(TimerEntry& entry) {
     case State::Active:
         // Waiting on the client (slow reader, or the response is complete):
         // not the backend's delay. consume_body() re-arms when reading resumes.
-        if (self->ended_ || self->paused_) return;
+        // A tunnel's idleness is the client connection's to judge.
+        if (self->ended_ || self->paused_ || self->tunnel()) return;
         self->fail(BackendFailure::Timeout, "no answer within --proxy-timeout");
         self->notify();
         return;

@@ -93,8 +93,14 @@ public:
     // --- the request ---
     // Starts the request with its head (copied). `head_request`: the response
     // has no body; `replayable`: an idempotent request that may be sent again
-    // on a new connection when a pooled one turns out dead (RFC 9110 §9.2.2).
-    void begin_request(std::string_view head, bool head_request, bool replayable);
+    // on a new connection when a pooled one turns out dead (RFC 9110 §9.2.2);
+    // `upgrade`: the request asks to switch protocols, so a 101 makes the
+    // connection a tunnel (any other 101 is the backend's error).
+    void begin_request(std::string_view head, bool head_request, bool replayable,
+                       bool upgrade = false);
+    // A 101 answered the upgrade: body() carries the backend's raw bytes and
+    // append_body(data, false) the client's, until ended() (a close).
+    bool tunnel() const { return framing_ == BodyFraming::Tunnel; }
     // Appends body bytes (copied), in chunks when `chunked`.
     void append_body(std::span<const char> data, bool chunked);
     // The body is complete (the last chunk when `chunked`).
@@ -171,6 +177,7 @@ private:
 
     BackendFailure failure_ = BackendFailure::None;
     bool head_request_ = false;
+    bool upgrade_ = false; // the request asked to switch protocols
     bool head_done_ = false;
     bool ended_ = false;
     bool body_done_ = false;  // the whole request is in wbuf_ (or sent)

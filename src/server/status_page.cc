@@ -61,6 +61,7 @@ void render_status_json(const StatusSnapshot& status, std::string& out) {
         append_field(out, "active", r.active);
         append_field(out, "reading", r.reading);
         append_field(out, "writing", r.writing);
+        append_field(out, "tunnels", r.tunnels);
         append_field(out, "idle", r.idle, false);
         out += "}, ";
         append_field(out, "requests", r.requests);
@@ -100,8 +101,10 @@ void render_status_prometheus(const StatusSnapshot& status, std::string& out) {
     out += std::string("lepus_uptime_seconds ") + uptime + "\n";
     using R = StatusSnapshot::Reactor;
     append_metric(out, "lepus_connections", "gauge", "Client connections by state.");
-    const std::pair<const char*, ReactorField> states[] = {
-        {"reading", &R::reading}, {"writing", &R::writing}, {"idle", &R::idle}};
+    const std::pair<const char*, ReactorField> states[] = {{"reading", &R::reading},
+                                                           {"writing", &R::writing},
+                                                           {"tunnel", &R::tunnels},
+                                                           {"idle", &R::idle}};
     for (size_t i = 0; i < status.reactors.size(); ++i)
         for (auto& [state, field] : states)
             out += "lepus_connections{reactor=\"" + std::to_string(i) + "\",state=\"" + state +

@@ -12,7 +12,9 @@ namespace lepus {
 
 struct StatusSnapshot {
     struct Reactor {
-        uint64_t active = 0, reading = 0, writing = 0, idle = 0;
+        // tunnels: connections a 101 turned into a byte tunnel (WebSocket
+        // through the proxy).
+        uint64_t active = 0, reading = 0, writing = 0, tunnels = 0, idle = 0;
         uint64_t requests = 0, bytes_sent = 0;
         uint64_t cache_hits = 0, cache_misses = 0;
         // FastCGI, summed over the reactor's pools (one per backend): backend

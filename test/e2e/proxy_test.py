@@ -14,6 +14,8 @@ and a torn response closing the client connection. The overload test drives
 2x and 3x what the backend can serve with clients that give up, as the FastCGI
 one does: every request ends (200 or 503), goodput holds, no descriptor leaks.
 """
+import base64
+import hashlib
 import http.server
 import json
 import os
@@ -26,6 +28,47 @@ import unittest
 
 import harness
 from harness import Lepus, read_response, recv_until
+
+
+WS_GUID = b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
+
+
+def ws_accept(key):
+    """RFC 6455 §4.2.2: the Sec-WebSocket-Accept for a Sec-WebSocket-Key."""
+    return base64.b64encode(hashlib.sha1(key.encode() + WS_GUID).digest()).decode()
+
+
+def ws_frame(opcode, payload, mask):
+    """One final frame (RFC 6455 §5.2); clients mask, servers do not."""
+    n = len(payload)
+    head = bytes([0x80 | opcode])
+    bit = 0x80 if mask else 0
+    if n < 126:
+        head += bytes([bit | n])
+    elif n < 65536:
+        head += bytes([bit | 126]) + n.to_bytes(2, "big")
+    else:
+        head += bytes([bit | 127]) + n.to_bytes(8, "big")
+    if mask:
+        key = os.urandom(4)
+        payload = bytes(b ^ key[i % 4] for i, b in enumerate(payload))
+        head += key
+    return head + payload
+
+
+def ws_read(read):
+    """(opcode, payload) of the next frame; `read(n)` returns exactly n bytes."""
+    b0, b1 = read(2)
+    n = b1 & 0x7F
+    if n == 126:
+        n = int.from_bytes(read(2), "big")
+    elif n == 127:
+        n = int.from_bytes(read(8), "big")
+    key = read(4) if b1 & 0x80 else None
+    payload = read(n)
+    if key:
+        payload = bytes(b ^ key[i % 4] for i, b in enumerate(payload))
+    return b0 & 0x0F, payload
 
 
 class Handler(http.server.BaseHTTPRequestHandler):
@@ -139,6 +182,25 @@ class Handler(http.server.BaseHTTPRequestHandler):
         elif mode == "interim":
             self.raw(b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 103 Early Hints\r\nLink: </a>\r\n\r\n")
             self.answer(200, b"after interim\n")
+        elif mode == "ws":
+            # A WebSocket echo (upper-cased) server, RFC 6455.
+            if self.headers.get("Upgrade", "").lower() != "websocket":
+                self.answer(426, b"upgrade required\n", [("Upgrade", "websocket")])
+                return
+            self.raw(b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n"
+                     b"Connection: Upgrade\r\nSec-WebSocket-Accept: %s\r\n\r\n" %
+                     ws_accept(self.headers["Sec-WebSocket-Key"]).encode())
+            self.close_connection = True
+            read = self.rfile.read
+            while True:
+                try:
+                    opcode, payload = ws_read(read)
+                except (ValueError, OSError):
+                    return
+                if opcode == 8:  # close: answer it, then the TCP close
+                    self.raw(ws_frame(8, payload, mask=False))
+                    return
+                self.raw(ws_frame(opcode, payload.upper(), mask=False))
         elif mode == "drop-reused":
             # Answers the first request of a connection; a later one finds it
             # closed (the keepalive race, made certain).
@@ -373,6 +435,89 @@ class ProxyBasics(unittest.TestCase):
                      b"Content-Length: 1\r\nConnection: close\r\n\r\nx")
         self.assertEqual(r.status, 502)
         wait_for_log(self, self.server, "pooled connection was closed by the backend, retrying")
+
+
+class ProxyWebSocket(unittest.TestCase):
+    """WebSocket through lepus: the 101 the client asked for turns the
+    connection into a tunnel (counted on the status page) until a close."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.backend = Backend()
+        cls.addClassCleanup(cls.backend.stop)
+        cls.server = Lepus(["--proxy", cls.backend.address, "--threads", "1",
+                            "--status-path", "/_status", "--keepalive-timeout", "2s"])
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.server.stop(harness.LepusTestCase._Checker())
+
+    def open(self):
+        s = socket.create_connection(("127.0.0.1", self.server.port), timeout=10)
+        key = base64.b64encode(os.urandom(16)).decode()
+        s.sendall(b"GET /chat?mode=ws HTTP/1.1\r\nHost: app.test\r\nUpgrade: websocket\r\n"
+                  b"Connection: keep-alive, Upgrade\r\nSec-WebSocket-Key: %s\r\n"
+                  b"Sec-WebSocket-Version: 13\r\n\r\n" % key.encode())
+        data = recv_until(s, b"\r\n\r\n")
+        head, rest = data.split(b"\r\n\r\n", 1)
+        buffer = bytearray(rest)
+
+        def read(n):
+            while len(buffer) < n:
+                chunk = s.recv(65536)
+                if not chunk:
+                    raise ConnectionError("closed")
+                buffer.extend(chunk)
+            out = bytes(buffer[:n])
+            del buffer[:n]
+            return out
+
+        return s, head.decode("latin-1"), key, read
+
+    def tunnels(self):
+        r = get(self.server.port, "/_status")
+        return json.loads(r.body)["reactors"][0]["connections"]["tunnels"]
+
+    def test_echo_through_the_tunnel(self):
+        s, head, key, read = self.open()
+        with s:
+            self.assertTrue(head.startswith("HTTP/1.1 101 "), head)
+            self.assertIn("Sec-WebSocket-Accept: " + ws_accept(key), head)
+            self.assertIn("Upgrade: websocket", head)
+            self.assertEqual(self.tunnels(), 1)
+            s.sendall(ws_frame(1, b"hello", mask=True))
+            self.assertEqual(ws_read(read), (1, b"HELLO"))
+            big = os.urandom(300000).hex().encode()[:300000].lower()
+            s.sendall(ws_frame(2, big, mask=True))
+            self.assertEqual(ws_read(read), (2, big.upper()))
+            s.sendall(ws_frame(8, b"\x03\xe8", mask=True))
+            self.assertEqual(ws_read(read), (8, b"\x03\xe8"))
+            self.assertTrue(harness.is_closed(s))
+        deadline = time.monotonic() + 5
+        while self.tunnels() != 0:
+            self.assertLess(time.monotonic(), deadline, "the tunnel is still counted")
+            time.sleep(0.05)
+        # The access log has the 101 with the bytes relayed.
+        deadline = time.monotonic() + 5
+        while not any('"GET /chat?mode=ws HTTP/1.1" 101 ' in line
+                      for line in self.server.access_lines()):
+            self.assertLess(time.monotonic(), deadline, "no 101 in the access log")
+            time.sleep(0.1)
+
+    def test_idle_tunnel_closed_after_keepalive_timeout(self):
+        s, head, _, read = self.open()
+        with s:
+            self.assertTrue(head.startswith("HTTP/1.1 101 "), head)
+            self.assertTrue(harness.is_closed(s, timeout=10))
+
+    def test_upgrade_refused_by_backend_is_a_normal_answer(self):
+        r = exchange(self.server.port, b"GET /x?mode=echo HTTP/1.1\r\nHost: h\r\n"
+                     b"Upgrade: websocket\r\nConnection: Upgrade\r\n\r\n")
+        self.assertEqual(r.status, 200)
+        seen = {k.lower(): v for k, v in json.loads(r.body)["headers"]}
+        self.assertEqual(seen["upgrade"], "websocket")  # asked for, so passed on
+        # A 101 to a request that did not ask: 502 (tested in ProxyBasics too).
+        self.assertEqual(get(self.server.port, "/x?mode=switch").status, 502)
 
 
 class ProxyConfig(unittest.TestCase):
