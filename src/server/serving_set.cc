@@ -179,7 +179,7 @@ std::unique_ptr<ServingSet> make_serving_set(const ServerOptions& options,
 }
 
 void adopt_pools(ServingSet& next, const ServingSet* previous, Reactor& reactor,
-                 fastcgi::UpstreamGauges& gauges) {
+                 fastcgi::UpstreamGauges& gauges, fastcgi::UpstreamGauges* proxy_gauges) {
     next.pools.clear();
     for (const fastcgi::UpstreamOptions& options : next.pool_options) {
         std::shared_ptr<fastcgi::UpstreamPool> pool;
@@ -188,7 +188,7 @@ void adopt_pools(ServingSet& next, const ServingSet* previous, Reactor& reactor,
         if (!pool) pool = std::make_shared<fastcgi::UpstreamPool>(reactor, options, &gauges);
         next.pools.push_back(std::move(pool));
     }
-    adopt_proxy_pools(next, previous, reactor);
+    adopt_proxy_pools(next, previous, reactor, proxy_gauges);
 }
 
 void close_unshared_pools(ServingSet& set) {

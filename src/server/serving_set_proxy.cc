@@ -56,14 +56,15 @@ SiteHandlers::ProxyRoute make_proxy_route(ServingSet& set, const ServerOptions& 
     return route;
 }
 
-void adopt_proxy_pools(ServingSet& next, const ServingSet* previous, Reactor& reactor) {
+void adopt_proxy_pools(ServingSet& next, const ServingSet* previous, Reactor& reactor,
+                       fastcgi::UpstreamGauges* gauges) {
     next.proxy_pools.clear();
     for (const proxy::BackendOptions& options : next.proxy_pool_options) {
         std::shared_ptr<proxy::BackendPool> pool;
         for (size_t i = 0; previous && i < previous->proxy_pools.size() && !pool; ++i)
             if (same_backend(previous->proxy_pools[i]->options(), options))
                 pool = previous->proxy_pools[i];
-        if (!pool) pool = std::make_shared<proxy::BackendPool>(reactor, options);
+        if (!pool) pool = std::make_shared<proxy::BackendPool>(reactor, options, gauges);
         next.proxy_pools.push_back(std::move(pool));
     }
     next.proxy_groups.clear();

@@ -72,6 +72,10 @@ void render_status_json(const StatusSnapshot& status, std::string& out) {
         append_field(out, "busy", r.fastcgi_busy);
         append_field(out, "idle", r.fastcgi_idle);
         append_field(out, "queued", r.fastcgi_queued, false);
+        out += "}, \"proxy\": {";
+        append_field(out, "busy", r.proxy_busy);
+        append_field(out, "idle", r.proxy_idle);
+        append_field(out, "queued", r.proxy_queued, false);
         out += "}, \"tls\": {";
         append_field(out, "connections", r.tls_connections);
         append_field(out, "handshakes", r.tls_handshakes);
@@ -127,6 +131,16 @@ void render_status_prometheus(const StatusSnapshot& status, std::string& out) {
                    state + "\"} " + std::to_string(status.reactors[i].*field) + "\n";
     append_per_reactor(out, status, "lepus_fastcgi_queued_requests", "gauge",
                        "Requests waiting for a FastCGI backend connection.", &R::fastcgi_queued);
+    append_metric(out, "lepus_proxy_connections", "gauge",
+                  "HTTP backend connections by state, summed over the reactor's backends.");
+    const std::pair<const char*, ReactorField> proxy_states[] = {{"busy", &R::proxy_busy},
+                                                                 {"idle", &R::proxy_idle}};
+    for (size_t i = 0; i < status.reactors.size(); ++i)
+        for (auto& [state, field] : proxy_states)
+            out += "lepus_proxy_connections{reactor=\"" + std::to_string(i) + "\",state=\"" +
+                   state + "\"} " + std::to_string(status.reactors[i].*field) + "\n";
+    append_per_reactor(out, status, "lepus_proxy_queued_requests", "gauge",
+                       "Requests waiting for an HTTP backend connection.", &R::proxy_queued);
     append_per_reactor(out, status, "lepus_tls_connections_total", "counter",
                        "Connections accepted on TLS listeners.", &R::tls_connections);
     append_per_reactor(out, status, "lepus_tls_handshakes_total", "counter",

@@ -474,9 +474,11 @@ class ProxyWebSocket(unittest.TestCase):
 
         return s, head.decode("latin-1"), key, read
 
+    def reactor(self):
+        return json.loads(get(self.server.port, "/_status").body)["reactors"][0]
+
     def tunnels(self):
-        r = get(self.server.port, "/_status")
-        return json.loads(r.body)["reactors"][0]["connections"]["tunnels"]
+        return self.reactor()["connections"]["tunnels"]
 
     def test_echo_through_the_tunnel(self):
         s, head, key, read = self.open()
@@ -484,7 +486,9 @@ class ProxyWebSocket(unittest.TestCase):
             self.assertTrue(head.startswith("HTTP/1.1 101 "), head)
             self.assertIn("Sec-WebSocket-Accept: " + ws_accept(key), head)
             self.assertIn("Upgrade: websocket", head)
-            self.assertEqual(self.tunnels(), 1)
+            reactor = self.reactor()
+            self.assertEqual(reactor["connections"]["tunnels"], 1)
+            self.assertEqual(reactor["proxy"]["busy"], 1)  # the tunnel's backend connection
             s.sendall(ws_frame(1, b"hello", mask=True))
             self.assertEqual(ws_read(read), (1, b"HELLO"))
             big = os.urandom(300000).hex().encode()[:300000].lower()
@@ -497,6 +501,8 @@ class ProxyWebSocket(unittest.TestCase):
         while self.tunnels() != 0:
             self.assertLess(time.monotonic(), deadline, "the tunnel is still counted")
             time.sleep(0.05)
+        proxy = self.reactor()["proxy"]
+        self.assertEqual((proxy["busy"], proxy["queued"]), (0, 0))  # a tunnel is never pooled
         # The access log has the 101 with the bytes relayed.
         deadline = time.monotonic() + 5
         while not any('"GET /chat?mode=ws HTTP/1.1" 101 ' in line
