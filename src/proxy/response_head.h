@@ -30,7 +30,7 @@ public:
     enum class Status : uint8_t { Again, Done, Error };
 
     // Heads larger than `max_size` bytes are an Error ("too large").
-    explicit ResponseHead(size_t max_size = 16 * 1024) : max_size_(max_size) {}
+    explicit ResponseHead(size_t max_size = size_t{16} * 1024) : max_size_(max_size) {}
 
     // Takes bytes of `input` until the head ends; `consumed` is set to the
     // bytes of `input` used (all of them on Again). Done: the head is parsed;

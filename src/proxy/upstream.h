@@ -39,7 +39,7 @@ struct BackendOptions {
     uint64_t connect_timeout_ms = 5000;   // --proxy-connect-timeout
     uint64_t response_timeout_ms = 60000; // --proxy-timeout: silence from the backend
     uint64_t idle_timeout_ms = 30000;     // --proxy-idle-timeout
-    size_t head_max = 16 * 1024;          // --proxy-head-max: a larger response head is a 502
+    size_t head_max = size_t{16} * 1024;  // --proxy-head-max: a larger response head is a 502
 };
 
 // Why a request's backend exchange failed.

@@ -25,7 +25,8 @@ struct ProxyOptions {
     uint64_t connect_timeout_ms = 10000;
     uint64_t timeout_ms = 60000; // nginx's proxy_read_timeout
     uint64_t idle_timeout_ms = 30000;
-    uint64_t head_max = 16 * 1024; // the largest response head (nginx's proxy_buffer_size, x2)
+    uint64_t head_max =
+        uint64_t{16} * 1024; // the largest response head (nginx's proxy_buffer_size, x2)
 };
 
 // The texts of the duration and size options, converted by finish_proxy_options.
