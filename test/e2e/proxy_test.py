@@ -19,6 +19,7 @@ import hashlib
 import http.server
 import json
 import os
+import signal
 import subprocess
 import socket
 import socketserver
@@ -551,6 +552,33 @@ class ProxyConfig(unittest.TestCase):
         self.assertEqual(headers["x-forwarded-host"], "app.test")
         self.assertEqual(get(server.port, "/page.txt").body, b"page\n")
         self.assertEqual(get(server.port, "/missing?mode=echo").status, 404)
+
+    def test_sighup_changes_the_backend_settings(self):
+        backend = Backend()
+        self.addCleanup(backend.stop)
+        tmp = harness.temp_dir(self)
+        config = os.path.join(tmp, "lepus.toml")
+        os.makedirs(os.path.join(tmp, "www"))
+
+        def write(host):
+            with open(config, "w") as f:
+                f.write('[[site]]\nroot = "%s"\nproxy = { address = "%s", host = "%s" }\n'
+                        % (os.path.join(tmp, "www"), backend.address, host))
+
+        def host_seen():
+            r = get(server.port, "/h?mode=echo")
+            return {k.lower(): v for k, v in json.loads(r.body)["headers"]}["host"]
+
+        write("first.internal")
+        server = Lepus(["--config", config])
+        self.addCleanup(server.stop, self)
+        self.assertEqual(host_seen(), "first.internal")
+        write("second.internal")
+        server.proc.send_signal(signal.SIGHUP)
+        deadline = time.monotonic() + 10
+        while host_seen() != "second.internal":  # requests keep being answered meanwhile
+            self.assertLess(time.monotonic(), deadline, "the reload did not apply")
+            time.sleep(0.1)
 
     def test_bad_flags_exit_2(self):
         tmp = harness.temp_dir(self)
