@@ -527,6 +527,32 @@ class ProxyWebSocket(unittest.TestCase):
         self.assertEqual(get(self.server.port, "/x?mode=switch").status, 502)
 
 
+class ProxyDrain(unittest.TestCase):
+    def test_client_leaving_mid_response_keeps_the_backend_connection(self):
+        backend = Backend()
+        self.addCleanup(backend.stop)
+        server = Lepus(["--proxy", backend.address, "--threads", "1", "--proxy-pool", "1",
+                        "--status-path", "/_status"])
+        self.addCleanup(server.stop, self)
+
+        def pool():
+            return json.loads(get(server.port, "/_status").body)["reactors"][0]["proxy"]
+
+        self.assertEqual(get(server.port, "/w?mode=echo").status, 200)
+        connections = backend.connections
+        for _ in range(3):
+            with socket.create_connection(("127.0.0.1", server.port), timeout=10) as s:
+                s.sendall(b"GET /big?mode=big&size=5000000 HTTP/1.1\r\nHost: h\r\n\r\n")
+                recv_until(s, b"\r\n\r\n")  # the head, then the client leaves
+            # lepus reads the rest of the response into the void, then pools the connection.
+            deadline = time.monotonic() + 10
+            while pool() != {"busy": 0, "idle": 1, "queued": 0}:
+                self.assertLess(time.monotonic(), deadline, "not drained: %s" % pool())
+                time.sleep(0.05)
+            self.assertEqual(get(server.port, "/w?mode=echo").status, 200)
+        self.assertEqual(backend.connections, connections)
+
+
 class ProxyConfig(unittest.TestCase):
     def test_site_paths_host_and_unix_socket(self):
         tmp = harness.temp_dir(self)
