@@ -553,6 +553,31 @@ class ProxyDrain(unittest.TestCase):
         self.assertEqual(backend.connections, connections)
 
 
+class ProxyBackPressure(unittest.TestCase):
+    def test_slow_client_does_not_make_lepus_buffer_the_response(self):
+        backend = Backend()
+        self.addCleanup(backend.stop)
+        server = Lepus(["--proxy", backend.address, "--threads", "1"])
+        self.addCleanup(server.stop, self)
+        size = 64 << 20
+        self.assertEqual(get(server.port, "/w?mode=big&size=100000").status, 200)
+        before = server.rss_kib()
+        with socket.create_connection(("127.0.0.1", server.port), timeout=30) as s:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 65536)
+            s.sendall(b"GET /big?mode=big&size=%d HTTP/1.1\r\nHost: h\r\n\r\n" % size)
+            data = recv_until(s, b"\r\n\r\n")
+            time.sleep(1.5)  # the backend could have sent it all by now; lepus must not hold it
+            grown = server.rss_kib() - before
+            got = len(data.split(b"\r\n\r\n", 1)[1])
+            while got < size:
+                chunk = s.recv(1 << 20)
+                self.assertTrue(chunk, "closed after %d bytes" % got)
+                got += len(chunk)
+        self.assertEqual(got, size)
+        # The bounds: 256 KiB behind the backend socket, 64 KiB queued for the client.
+        self.assertLess(grown, 16 * 1024, "lepus grew by %d KiB for a slow client" % grown)
+
+
 class ProxyConfig(unittest.TestCase):
     def test_site_paths_host_and_unix_socket(self):
         tmp = harness.temp_dir(self)
