@@ -117,6 +117,10 @@ class Handler(http.server.BaseHTTPRequestHandler):
         path, _, query = self.path.partition("?")
         params = dict(p.partition("=")[::2] for p in query.split("&") if p)
         mode = params.get("mode", "echo")
+        if mode == "stall-upload":  # reads the body only after a while, then counts it
+            time.sleep(int(params.get("ms", "1500")) / 1000)
+            self.answer(200, b"%d" % len(self.body()))
+            return
         body = self.body()
         with self.server.lock:
             self.server.seen.append((self.command, self.path, dict(self.headers.items()), body))
@@ -576,6 +580,27 @@ class ProxyBackPressure(unittest.TestCase):
         self.assertEqual(got, size)
         # The bounds: 256 KiB behind the backend socket, 64 KiB queued for the client.
         self.assertLess(grown, 16 * 1024, "lepus grew by %d KiB for a slow client" % grown)
+
+
+    def test_upload_to_a_stalled_backend_is_not_buffered(self):
+        backend = Backend()
+        self.addCleanup(backend.stop)
+        size = 32 << 20
+        server = Lepus(["--proxy", backend.address, "--threads", "1", "--max-body-size", "64m"])
+        self.addCleanup(server.stop, self)
+        self.assertEqual(get(server.port, "/w?mode=echo").status, 200)
+        before = server.rss_kib()
+        with socket.create_connection(("127.0.0.1", server.port), timeout=30) as s:
+            s.sendall(b"PUT /up?mode=stall-upload&ms=1500 HTTP/1.1\r\nHost: h\r\n"
+                      b"Content-Length: %d\r\n\r\n" % size)
+            sender = threading.Thread(target=s.sendall, args=(b"u" * size,), daemon=True)
+            sender.start()
+            time.sleep(1)  # the backend reads nothing yet: lepus must stop reading the client
+            grown = server.rss_kib() - before
+            r = read_response(s)
+            sender.join(30)
+        self.assertEqual((r.status, r.body), (200, b"%d" % size))
+        self.assertLess(grown, 16 * 1024, "lepus grew by %d KiB for a stalled backend" % grown)
 
 
 class ProxyConfig(unittest.TestCase):
