@@ -701,6 +701,28 @@ class ProxyBackends(unittest.TestCase):
         self.assertEqual(get(server.port, "/x?mode=echo").status, 200)
 
 
+    def test_connect_timeout_504(self):
+        # A listener whose accept queue is full and never drained: the kernel
+        # drops further SYNs, so a connect neither succeeds nor fails.
+        listener = socket.socket()
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(0)
+        self.addCleanup(listener.close)
+        fillers = []
+        for _ in range(3):
+            filler = socket.socket()
+            filler.setblocking(False)
+            filler.connect_ex(listener.getsockname())
+            fillers.append(filler)
+            self.addCleanup(filler.close)
+        time.sleep(0.2)
+        server = Lepus(["--proxy", "http://127.0.0.1:%d" % listener.getsockname()[1],
+                        "--threads", "1", "--proxy-connect-timeout", "300ms"])
+        self.addCleanup(server.stop, self)
+        self.assertEqual(get(server.port, "/x").status, 504)
+        wait_for_log(self, server, "no connection within --proxy-connect-timeout")
+
+
 class ProxyOverload(unittest.TestCase):
     """2x and 3x the load the backend can serve (pool 4, 100 ms a request: 40/s)
     from clients that give up after 2 s: every request ends (200, or 503 with
