@@ -64,6 +64,9 @@ std::string_view requested_upgrade(const Request& request) {
         if (ascii_iequals(header.name, "Upgrade")) upgrade = header.value;
         if (ascii_iequals(header.name, "Connection")) split_tokens(header.value, named);
     }
+    // h2c is HTTP/2's own upgrade (deprecated, RFC 9113 §3.1), between lepus
+    // and the client: its HTTP2-Settings is hop-by-hop, so it cannot be passed on.
+    if (ascii_iequals(upgrade, "h2c")) return {};
     return listed(named, "upgrade") ? upgrade : std::string_view();
 }
 

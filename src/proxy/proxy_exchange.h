@@ -88,7 +88,7 @@ private:
 };
 
 // The Upgrade field's value when `request` asks to switch protocols (HTTP/1.1,
-// Upgrade named in Connection: RFC 9110 §7.8), else empty.
+// Upgrade named in Connection: RFC 9110 §7.8), else empty (and for h2c).
 std::string_view requested_upgrade(const Request& request);
 
 // Appends the request head lepus sends to the backend for `request` (exposed

@@ -80,6 +80,32 @@ TEST(RequestHead, AbsoluteFormChunkedAndIpv6) {
                    "\r\n");
 }
 
+TEST(RequestHead, UpgradePassedOnOnlyWhenAsked) {
+    Header websocket[] = {{"Upgrade", "websocket"}, {"Connection", "Upgrade"}};
+    Header unnamed[] = {{"Upgrade", "websocket"}};
+    Header h2c[] = {{"Upgrade", "h2c"}, {"Connection", "Upgrade, HTTP2-Settings"}};
+    Request request;
+    request.method_text = "GET";
+    request.target = "/ws";
+    request.headers = websocket;
+    EXPECT_EQ(requested_upgrade(request), "websocket");
+    ConnectionInfo connection(v4("192.0.2.9"), -1);
+    std::string out;
+    append_request_head(request, connection, "h", out);
+    EXPECT_NE(out.find("\r\nUpgrade: websocket\r\nConnection: upgrade\r\n"), std::string::npos)
+        << out;
+    request.version_minor = 0;
+    EXPECT_EQ(requested_upgrade(request), "");
+    request.version_minor = 1;
+    request.headers = unnamed;
+    EXPECT_EQ(requested_upgrade(request), "");
+    request.headers = h2c;
+    EXPECT_EQ(requested_upgrade(request), "");
+    out.clear();
+    append_request_head(request, connection, "h", out);
+    EXPECT_EQ(out.find("Upgrade"), std::string::npos) << out;
+}
+
 TEST(BackendUrl, Forms) {
     EXPECT_TRUE(parse_backend_url("http://127.0.0.1:3000"));
     EXPECT_TRUE(parse_backend_url("http://127.0.0.1:3000/"));
