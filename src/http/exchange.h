@@ -64,6 +64,10 @@ struct StreamHead {
     // backend's own connection or framing (RFC 9110 §7.6.1).
     std::span<const Header> headers;
     std::optional<uint64_t> content_length;
+    // A 101 (Switching Protocols) to a request that asked to upgrade: after
+    // the head the connection is a byte tunnel (RFC 9110 §7.8), offer_body()
+    // carrying the client's bytes and body() the backend's until ended().
+    bool upgrade = false;
 };
 
 enum class StreamState : uint8_t {

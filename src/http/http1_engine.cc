@@ -71,6 +71,7 @@ void Http1Engine::set_phase(Phase next) {
         if (phase == Phase::ReadingHead || phase == Phase::ReadingBody)
             return &context_.gauges->reading;
         if (phase == Phase::Writing || phase == Phase::Streaming) return &context_.gauges->writing;
+        if (phase == Phase::Tunnel) return &context_.gauges->tunnels;
         return nullptr;
     };
     std::atomic<uint64_t>* from = gauge(phase_);
@@ -110,6 +111,8 @@ Http1Engine::Step Http1Engine::run_phase() {
         return stream();
     case Phase::Lingering:
         return linger();
+    case Phase::Tunnel:
+        return tunnel();
     }
     return Step::Close;
 }
@@ -151,6 +154,12 @@ void Http1Engine::plan_deadline() {
             deadline_ = now + options.body_timeout_ms; // the stream waits for the client
         else
             deadline_ = 0;
+        return;
+    case Phase::Tunnel:
+        // Idle both ways for the keepalive timeout: closed (nginx closes a
+        // silent WebSocket after proxy_read_timeout alike).
+        deadline_ = now + (write_blocked_ ? options.send_timeout_ms : options.keepalive_timeout_ms);
+        deadline_exact_ = false;
         return;
     }
 }

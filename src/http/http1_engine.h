@@ -10,7 +10,9 @@
 // offered to the stream or dropped, so that the next request on the
 // connection starts at the right byte. Pipelined requests are answered in
 // order; 100-continue is sent only when the engine would otherwise wait for
-// the body (RFC 9110 §10.1.1); a connection closed with unread input lingers
+// the body (RFC 9110 §10.1.1); a stream whose head is a 101 the client asked
+// for (StreamHead::upgrade: WebSocket through the proxy) turns the connection
+// into a byte tunnel (Phase::Tunnel); a connection closed with unread input lingers
 // first (nginx's lingering close), so that the kernel's RST cannot destroy
 // the response.
 //
@@ -55,10 +57,11 @@ struct Http1Options {
     ParserLimits limits;
 };
 
-// Connections reading a request and writing a response, for the status page.
+// Connections reading a request and writing a response, and those that a
+// 101 turned into a tunnel (WebSocket through the proxy), for the status page.
 // Written by one reactor thread (load + store), read by any.
 struct PhaseGauges {
-    std::atomic<uint64_t> reading{0}, writing{0};
+    std::atomic<uint64_t> reading{0}, writing{0}, tunnels{0};
 };
 
 // What the engine keeps only while a request is in flight; idle keepalive
@@ -157,7 +160,17 @@ public:
     std::string_view pending_input() const;
 
 private:
-    enum class Phase : uint8_t { Idle, ReadingHead, ReadingBody, Writing, Streaming, Lingering };
+    // Tunnel: after a stream's 101 (StreamHead::upgrade), bytes both ways
+    // until either side closes (http1_stream.cc, tunnel()).
+    enum class Phase : uint8_t {
+        Idle,
+        ReadingHead,
+        ReadingBody,
+        Writing,
+        Streaming,
+        Lingering,
+        Tunnel
+    };
     enum class Step : uint8_t { Continue, Wait, Yield, Close, Http2 };
     enum class BodyProgress : uint8_t { Done, NeedInput, StreamFull, Malformed };
 
@@ -208,6 +221,8 @@ private:
     Step stream_failed(StreamState state);
     Step relay_stream();
     bool build_stream_head();
+    void build_tunnel_head();
+    Step tunnel();
     bool frame_stream_body();
     Step write_out();
 

@@ -89,6 +89,7 @@ Http1Engine::Step Http1Engine::stream() {
     }
     if (state == StreamState::Pending) return Step::Wait;
     if (!out_.head_built && !build_stream_head()) return fail_exchange(502);
+    if (phase_ == Phase::Tunnel) return Step::Continue;
     return relay_stream();
 }
 
@@ -116,6 +117,10 @@ bool Http1Engine::build_stream_head() {
     ResponseStream& stream = *exchange.stream;
     const StreamHead& head = stream.head();
     int status = exchange.stream_status ? exchange.stream_status : head.status;
+    if (head.status == 101 && head.upgrade && !exchange.stream_status) {
+        build_tunnel_head();
+        return true;
+    }
     if (head.status < 200 || head.status > 599) {
         // RFC 9110 §15.2: 1xx is interim, never the answer (a 101 would turn
         // a front proxy into a tunnel); a backend must not choose it.
@@ -235,6 +240,65 @@ bool Http1Engine::frame_stream_body() {
         out_.finished = true;
     }
     return true;
+}
+
+// The 101 of an upgrade the client asked for and the backend accepted: its
+// Upgrade field stays (RFC 9110 §7.8), the connection becomes a tunnel.
+void Http1Engine::build_tunnel_head() {
+    Http1RequestState& s = *state_;
+    Exchange& exchange = s.exchange;
+    const StreamHead& head = exchange.stream->head();
+    Response& response = exchange.response;
+    response.reset();
+    begin_head(101, context_.clock.now_s, response);
+    for (const Header& header : head.headers) {
+        if (is_own_header(header.name) && !ascii_iequals(header.name, "Upgrade")) continue;
+        response.head.append(header.name).append(": ").append(header.value).append("\r\n");
+    }
+    response.head.append(exchange.stream_headers);
+    response.head.append("Connection: upgrade\r\n\r\n");
+    s.out.assign(response.head);
+    s.out_sent = 0;
+    out_.status = 101;
+    out_.head_size = response.head.size();
+    out_.head_built = true;
+    keep_alive_ = false; // what follows is not HTTP any more
+    set_phase(Phase::Tunnel);
+}
+
+// The tunnel: the backend's bytes to the client (at most kStreamOutHighWater
+// queued), the client's bytes (what follows the request head in the input
+// buffer) offered to the stream, each way with back-pressure, until either
+// side closes or fails. Accounted as 101 with the bytes relayed when it ends.
+Http1Engine::Step Http1Engine::tunnel() {
+    Http1RequestState& s = *state_;
+    ResponseStream& stream = *s.exchange.stream;
+    for (;;) {
+        Step step = write_out();
+        if (step != Step::Continue) return step;
+        if (std::span<const char> data = stream.body(); !data.empty()) {
+            size_t take = std::min(data.size(), kStreamOutHighWater);
+            s.out.append(data.data(), take);
+            stream.consume(take);
+            continue;
+        }
+        size_t begin = s.input_begin + head_size_;
+        size_t waiting = s.input_end - begin;
+        if (waiting > 0) {
+            size_t taken = stream.offer_body({s.input.data() + begin, waiting});
+            std::memmove(s.input.data() + begin, s.input.data() + begin + taken, waiting - taken);
+            s.input_end -= taken;
+            waiting -= taken;
+        }
+        StreamState state = stream.poll(); // sends what was offered
+        if (state == StreamState::Failed || state == StreamState::Broken) return Step::Close;
+        if (!stream.body().empty()) continue;
+        if (stream.ended() || peer_closed_) return Step::Close;
+        if (waiting > 0) return Step::Wait; // the stream is full: its progress brings us back
+        if (!readable_) return Step::Wait;
+        step = fill_input();
+        if (step != Step::Continue) return step;
+    }
 }
 
 Http1Engine::Step Http1Engine::write_out() {

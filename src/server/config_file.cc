@@ -181,6 +181,8 @@ public:
                 site.access_log = string(node, name);
             } else if (name == "fastcgi") {
                 fastcgi(node, site);
+            } else if (name == "proxy") {
+                proxy(node, site);
             } else if (name == "error_page") {
                 error_pages(node, site);
             } else if (name == "headers") {
@@ -253,6 +255,42 @@ public:
         }
         if (fastcgi.address.empty()) error(node, "fastcgi needs an 'address'");
         site.fastcgi = fastcgi;
+    }
+
+    // `proxy = "ADDRESS"` or a table (config_file.h: SiteProxy).
+    void proxy(const toml::node& node, SiteConfig& site) {
+        SiteProxy proxy;
+        if (node.is_string()) {
+            proxy.addresses = {*node.value<std::string>()};
+            site.proxy = proxy;
+            return;
+        }
+        const toml::table* table = node.as_table();
+        if (!table) return error(node, "'proxy' is an address or a table");
+        for (auto&& [key, value] : *table) {
+            std::string_view name = key.str();
+            if (name == "address" && value.is_string()) {
+                proxy.addresses = {*value.value<std::string>()};
+            } else if (name == "address") {
+                if (auto a = strings(value, name)) proxy.addresses = *a;
+            } else if (name == "paths") {
+                if (auto p = strings(value, name)) proxy.paths = *p;
+            } else if (name == "host") {
+                if (auto h = string(value, name)) proxy.host = *h;
+            } else if (name == "pool") {
+                proxy.pool = count(value, name);
+            } else if (name == "queue") {
+                proxy.queue = count(value, name);
+            } else if (name == "timeout") {
+                proxy.timeout_ms = duration(value, name);
+            } else {
+                error(value, "unknown key '" + std::string(name) + "' in proxy");
+            }
+        }
+        if (proxy.addresses.empty()) error(node, "proxy needs an 'address'");
+        for (const std::string& path : proxy.paths)
+            if (!path.starts_with('/')) error(node, "proxy paths start with /");
+        site.proxy = proxy;
     }
 
     void error_pages(const toml::node& node, SiteConfig& site) {

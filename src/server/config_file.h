@@ -39,6 +39,18 @@ struct SiteFastCgi {
     std::optional<uint64_t> timeout_ms;
 };
 
+// `proxy = { address = "127.0.0.1:3000", paths = ["/api/"] }` in a [[site]]:
+// an HTTP backend (or several, round robin: `address` as an array) for the
+// paths under these prefixes, or, without `paths`, for whatever the site's
+// files do not have (nginx's try_files $uri @app).
+struct SiteProxy {
+    std::vector<std::string> addresses;
+    std::vector<std::string> paths; // decoded path prefixes; empty: after the files
+    std::string host;               // the Host sent to the backend; empty: the client's
+    std::optional<unsigned> pool, queue;
+    std::optional<uint64_t> timeout_ms;
+};
+
 // `tls = { cert = "...", key = "..." }` in a [[site]] (or a list of them: RSA and ECDSA).
 struct SiteTls {
     std::string cert; // PEM, the chain after the leaf
@@ -70,6 +82,7 @@ struct SiteConfig {
     std::optional<std::string> symlinks; // "beneath", "follow", "owner"
     std::optional<std::string> access_log;
     std::optional<SiteFastCgi> fastcgi;
+    std::optional<SiteProxy> proxy;
     std::map<int, std::string> error_pages; // status -> path under the root
     std::vector<HeaderRule> headers;
     std::vector<Redirect> redirects;

@@ -102,6 +102,8 @@ std::string check_root(const std::string& root) {
 // config reader checked their types), or empty.
 std::string check_site(const SiteConfig& site) {
     if (site.access_log && site.access_log->empty()) return "access_log must not be empty";
+    if (site.proxy)
+        if (std::string error = check_site_proxy(*site.proxy); !error.empty()) return error;
     if (!site.fastcgi) return {};
     const SiteFastCgi& fastcgi = *site.fastcgi;
     if (!fastcgi::parse_backend_address(fastcgi.address))
@@ -169,6 +171,7 @@ struct OptionTexts {
     std::string defer_accept = "on", compress = "on", symlinks = "beneath";
     std::string http2 = "on", h2c = "on";
     bool no_pin = false;
+    ProxyOptionTexts proxy;
 };
 
 // The options, one function per group of --help.
@@ -476,6 +479,8 @@ std::string finish_options(const CLI::App& app, ServerOptions& options, const Op
         options.x_accel = parse_x_accel(options.x_accel_text, error);
         if (!options.x_accel) return error;
     }
+    if (std::string error = finish_proxy_options(options.proxy, texts.proxy); !error.empty())
+        return error;
     if (!options.status_path.empty() && options.status_path.front() != '/')
         return "--status-path must start with /";
     if (options.access_log.empty() || options.error_log.empty())
@@ -503,6 +508,7 @@ CommandLineResult parse_arguments(const std::vector<std::string>& arguments, Ser
     add_log_and_limit_options(app, options, texts);
     add_file_and_php_options(app, options, texts);
     add_process_options(app, options);
+    add_proxy_options(app, options.proxy, texts.proxy, DurationValidator(), SizeValidator());
     if (std::optional<int> code = parse_or_exit(app, arguments, origins)) return {false, *code};
     if (std::string error = finish_options(app, options, texts); !error.empty())
         return {false, usage_error(error)};

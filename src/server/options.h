@@ -7,6 +7,7 @@
 #include "net/proxy_protocol.h"
 #include "net/socket.h"
 #include "server/config_file.h"
+#include "server/proxy_options.h"
 #include "server/try_files.h"
 #include "server/x_accel.h"
 
@@ -69,6 +70,9 @@ struct ServerOptions {
     uint64_t fastcgi_queue_timeout_ms = 10000;
     uint64_t fastcgi_timeout_ms = 60000;
     uint64_t fastcgi_idle_timeout_ms = 30000;
+
+    // The HTTP reverse proxy (--proxy, --proxy-*): server/proxy_options.h.
+    ProxyOptions proxy;
 
     // Operating it: --config, virtual hosts, the status page, privileges.
     std::string config_path;       // empty: no config file

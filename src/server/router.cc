@@ -204,6 +204,7 @@ void Router::route_to_handler(Exchange& exchange, SiteHandlers& site) {
         build_error_response(404, reply_context(exchange), exchange.response);
         return apply_error_page(exchange, site, 404);
     }
+    if (site.proxy && route_to_proxy(exchange, site)) return;
     if (site.try_files && try_files(exchange, site)) return;
     route_request(exchange, site, *exchange.request, false);
 }

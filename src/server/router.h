@@ -56,6 +56,8 @@ private:
     void answer_unauthorized(Exchange& exchange, SiteHandlers& site, const AuthRule& rule);
     // The user name an Authorization header supplies, verified or not (the access log's).
     std::string_view supplied_user(const Exchange& exchange);
+    // The site's HTTP backend, when the request is for it (server/router_proxy.cc).
+    bool route_to_proxy(Exchange& exchange, SiteHandlers& site);
     // The site's try_files: serves the first candidate that exists, else the
     // fallback (an internal re-route, or a status). False when try_files does
     // not apply (none, or a path the handlers refuse themselves).

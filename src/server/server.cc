@@ -323,6 +323,10 @@ int Server::run() {
         log_info("FastCGI: %s for %zu extension(s), %u connections in all, queue %u per reactor",
                  s.options.fastcgi.c_str(), s.options.fastcgi_ext.size(),
                  std::max(s.options.fastcgi_pool, s.threads), s.options.fastcgi_queue);
+    if (!s.options.proxy.address.empty())
+        log_info("proxy: %s after the files, %u connections in all, queue %u per reactor",
+                 s.options.proxy.address.c_str(), std::max(s.options.proxy.pool, s.threads),
+                 s.options.proxy.queue);
     s.wait_for_signals();
     s.stop_threads();
     log_info("lepus stopped");

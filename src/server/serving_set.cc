@@ -119,6 +119,8 @@ std::unique_ptr<ServingSet> make_serving_set(const ServerOptions& options,
         if (!set->root.scripts) return nullptr;
         set->root.pool = pool_index(*set, backend_options(options, nullptr, index, threads));
     }
+    if (!options.proxy.address.empty() && !sites)
+        set->root.proxy = make_proxy_route(*set, options, nullptr, index, threads);
     for (size_t i = 0; sites && i < sites->size(); ++i) {
         const SiteConfig& site = sites->site(i);
         SiteHandlers handlers;
@@ -157,6 +159,9 @@ std::unique_ptr<ServingSet> make_serving_set(const ServerOptions& options,
             }
             handlers.pool = pool_index(*set, backend_options(options, own, index, threads));
         }
+        if (site.proxy || !options.proxy.address.empty())
+            handlers.proxy = make_proxy_route(*set, options, site.proxy ? &*site.proxy : nullptr,
+                                              index, threads);
         if (site.access_log && *site.access_log != options.access_log) {
             auto log = logs.get(*site.access_log, error);
             if (!log) {
@@ -174,7 +179,7 @@ std::unique_ptr<ServingSet> make_serving_set(const ServerOptions& options,
 }
 
 void adopt_pools(ServingSet& next, const ServingSet* previous, Reactor& reactor,
-                 fastcgi::UpstreamGauges& gauges) {
+                 fastcgi::UpstreamGauges& gauges, fastcgi::UpstreamGauges* proxy_gauges) {
     next.pools.clear();
     for (const fastcgi::UpstreamOptions& options : next.pool_options) {
         std::shared_ptr<fastcgi::UpstreamPool> pool;
@@ -183,6 +188,7 @@ void adopt_pools(ServingSet& next, const ServingSet* previous, Reactor& reactor,
         if (!pool) pool = std::make_shared<fastcgi::UpstreamPool>(reactor, options, &gauges);
         next.pools.push_back(std::move(pool));
     }
+    adopt_proxy_pools(next, previous, reactor, proxy_gauges);
 }
 
 void close_unshared_pools(ServingSet& set) {
@@ -190,6 +196,7 @@ void close_unshared_pools(ServingSet& set) {
     // is left are idle connections and abandoned responses being drained.
     for (auto& pool : set.pools)
         if (pool.use_count() == 1) pool->close_all();
+    close_unshared_proxy_pools(set);
 }
 
 } // namespace lepus

@@ -14,6 +14,7 @@
 #include "fastcgi/upstream.h"
 #include "http/static_handler.h"
 #include "log/async_logger.h"
+#include "proxy/proxy_exchange.h"
 #include "server/options.h"
 #include "server/site_table.h"
 #include "server/x_accel.h"
@@ -39,6 +40,14 @@ struct SiteHandlers {
     // The internal folder for X-Accel-Redirect / X-Sendfile and its files; null: none.
     std::optional<XAccel> x_accel;
     std::unique_ptr<StaticHandler> x_accel_files;
+    // An HTTP backend (server/router_proxy.cc): the ServingSet::proxy_groups
+    // index, the path prefixes it serves (none: what the files lack) and the Host to send.
+    struct ProxyRoute {
+        size_t group = 0;
+        std::vector<std::string> paths;
+        std::string host;
+    };
+    std::optional<ProxyRoute> proxy;
 };
 
 struct ServingSet {
@@ -49,6 +58,12 @@ struct ServingSet {
     // sites that name it. `pools` is filled by adopt_pools on the worker's thread.
     std::vector<fastcgi::UpstreamOptions> pool_options;
     std::vector<std::shared_ptr<fastcgi::UpstreamPool>> pools;
+    // HTTP backends alike: one pool per distinct backend, and per site that
+    // proxies the pools it takes in turn (indexes into proxy_pool_options).
+    std::vector<proxy::BackendOptions> proxy_pool_options;
+    std::vector<std::vector<size_t>> proxy_group_members;
+    std::vector<std::shared_ptr<proxy::BackendPool>> proxy_pools;
+    std::vector<proxy::BackendGroup> proxy_groups;
     // Keeps the per-site access logs this set writes to open.
     std::vector<std::shared_ptr<AsyncLogger>> access_logs;
 
@@ -57,6 +72,9 @@ struct ServingSet {
         return sites ? site_handlers[sites->match(host)] : root;
     }
     fastcgi::UpstreamPool& pool_of(const SiteHandlers& site) { return *pools[site.pool]; }
+    proxy::BackendGroup& proxy_of(const SiteHandlers& site) {
+        return proxy_groups[site.proxy->group];
+    }
 };
 
 // The per-site access logs: one AsyncLogger per distinct path, shared by every
@@ -85,10 +103,19 @@ std::unique_ptr<ServingSet> make_serving_set(const ServerOptions& options,
                                              SiteLogs& logs, unsigned index, unsigned threads,
                                              std::string& error);
 
+// The proxy route of a site (`site`: its own `proxy`, else the global --proxy),
+// its backends added to `set` (server/serving_set_proxy.cc).
+SiteHandlers::ProxyRoute make_proxy_route(ServingSet& set, const ServerOptions& options,
+                                          const SiteProxy* site, unsigned index, unsigned threads);
+// adopt_pools and close_unshared_pools for the proxy's pools.
+void adopt_proxy_pools(ServingSet& next, const ServingSet* previous, Reactor& reactor,
+                       fastcgi::UpstreamGauges* gauges);
+void close_unshared_proxy_pools(ServingSet& set);
+
 // On the worker's thread: makes the pools of `next`, taking over those of
 // `previous` (may be null) whose backend and settings are the same.
 void adopt_pools(ServingSet& next, const ServingSet* previous, Reactor& reactor,
-                 fastcgi::UpstreamGauges& gauges);
+                 fastcgi::UpstreamGauges& gauges, fastcgi::UpstreamGauges* proxy_gauges = nullptr);
 
 // On the worker's thread, before a set that no request holds any more is
 // destroyed: closes the backend connections of the pools no other set shares.

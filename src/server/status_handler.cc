@@ -21,7 +21,9 @@ StatusSnapshot take_snapshot(Worker& worker, const ServingSet& serving, uint64_t
         r.active = each->reactor().load().live_connections.load(std::memory_order_relaxed);
         r.reading = stats.phases.reading.load(std::memory_order_relaxed);
         r.writing = stats.phases.writing.load(std::memory_order_relaxed);
-        r.idle = r.active > r.reading + r.writing ? r.active - r.reading - r.writing : 0;
+        r.tunnels = stats.phases.tunnels.load(std::memory_order_relaxed);
+        uint64_t busy = r.reading + r.writing + r.tunnels;
+        r.idle = r.active > busy ? r.active - busy : 0;
         r.requests = stats.requests.load(std::memory_order_relaxed);
         r.bytes_sent = stats.bytes_sent.load(std::memory_order_relaxed);
         r.cache_hits = stats.cache_hits.load(std::memory_order_relaxed);
@@ -34,6 +36,10 @@ StatusSnapshot take_snapshot(Worker& worker, const ServingSet& serving, uint64_t
         r.fastcgi_busy = gauges.busy.load(std::memory_order_relaxed);
         r.fastcgi_idle = gauges.idle.load(std::memory_order_relaxed);
         r.fastcgi_queued = gauges.queued.load(std::memory_order_relaxed);
+        fastcgi::UpstreamGauges& proxy = each->proxy_gauges();
+        r.proxy_busy = proxy.busy.load(std::memory_order_relaxed);
+        r.proxy_idle = proxy.idle.load(std::memory_order_relaxed);
+        r.proxy_queued = proxy.queued.load(std::memory_order_relaxed);
         TlsCounters& tls = tls_counters(each->reactor().index());
         r.tls_connections = tls.connections.load(std::memory_order_relaxed);
         r.tls_handshakes = tls.handshakes.load(std::memory_order_relaxed);

@@ -61,6 +61,7 @@ void render_status_json(const StatusSnapshot& status, std::string& out) {
         append_field(out, "active", r.active);
         append_field(out, "reading", r.reading);
         append_field(out, "writing", r.writing);
+        append_field(out, "tunnels", r.tunnels);
         append_field(out, "idle", r.idle, false);
         out += "}, ";
         append_field(out, "requests", r.requests);
@@ -71,6 +72,10 @@ void render_status_json(const StatusSnapshot& status, std::string& out) {
         append_field(out, "busy", r.fastcgi_busy);
         append_field(out, "idle", r.fastcgi_idle);
         append_field(out, "queued", r.fastcgi_queued, false);
+        out += "}, \"proxy\": {";
+        append_field(out, "busy", r.proxy_busy);
+        append_field(out, "idle", r.proxy_idle);
+        append_field(out, "queued", r.proxy_queued, false);
         out += "}, \"tls\": {";
         append_field(out, "connections", r.tls_connections);
         append_field(out, "handshakes", r.tls_handshakes);
@@ -105,8 +110,10 @@ void render_status_prometheus(const StatusSnapshot& status, std::string& out) {
     out += std::string("lepus_uptime_seconds ") + uptime + "\n";
     using R = StatusSnapshot::Reactor;
     append_metric(out, "lepus_connections", "gauge", "Client connections by state.");
-    const std::pair<const char*, ReactorField> states[] = {
-        {"reading", &R::reading}, {"writing", &R::writing}, {"idle", &R::idle}};
+    const std::pair<const char*, ReactorField> states[] = {{"reading", &R::reading},
+                                                           {"writing", &R::writing},
+                                                           {"tunnel", &R::tunnels},
+                                                           {"idle", &R::idle}};
     for (size_t i = 0; i < status.reactors.size(); ++i)
         for (auto& [state, field] : states)
             out += "lepus_connections{reactor=\"" + std::to_string(i) + "\",state=\"" + state +
@@ -137,6 +144,16 @@ void render_status_prometheus(const StatusSnapshot& status, std::string& out) {
                        &R::http2_streams);
     append_per_reactor(out, status, "lepus_http2_streams_total", "counter",
                        "HTTP/2 streams opened.", &R::http2_streams_total);
+    append_metric(out, "lepus_proxy_connections", "gauge",
+                  "HTTP backend connections by state, summed over the reactor's backends.");
+    const std::pair<const char*, ReactorField> proxy_states[] = {{"busy", &R::proxy_busy},
+                                                                 {"idle", &R::proxy_idle}};
+    for (size_t i = 0; i < status.reactors.size(); ++i)
+        for (auto& [state, field] : proxy_states)
+            out += "lepus_proxy_connections{reactor=\"" + std::to_string(i) + "\",state=\"" +
+                   state + "\"} " + std::to_string(status.reactors[i].*field) + "\n";
+    append_per_reactor(out, status, "lepus_proxy_queued_requests", "gauge",
+                       "Requests waiting for an HTTP backend connection.", &R::proxy_queued);
     append_per_reactor(out, status, "lepus_tls_connections_total", "counter",
                        "Connections accepted on TLS listeners.", &R::tls_connections);
     append_per_reactor(out, status, "lepus_tls_handshakes_total", "counter",

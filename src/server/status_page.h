@@ -12,13 +12,17 @@ namespace lepus {
 
 struct StatusSnapshot {
     struct Reactor {
-        uint64_t active = 0, reading = 0, writing = 0, idle = 0;
+        // tunnels: connections a 101 turned into a byte tunnel (WebSocket
+        // through the proxy).
+        uint64_t active = 0, reading = 0, writing = 0, tunnels = 0, idle = 0;
         uint64_t requests = 0, bytes_sent = 0;
         uint64_t cache_hits = 0, cache_misses = 0;
         // FastCGI, summed over the reactor's pools (one per backend): backend
         // connections serving (or draining) a request, idle in the pool, and
         // requests waiting for one.
         uint64_t fastcgi_busy = 0, fastcgi_idle = 0, fastcgi_queued = 0;
+        // The same for the reverse proxy's HTTP backends.
+        uint64_t proxy_busy = 0, proxy_idle = 0, proxy_queued = 0;
         // TLS: connections accepted on https:// listeners, handshakes
         // completed (of which resumed from a ticket) and failed.
         uint64_t tls_connections = 0, tls_handshakes = 0, tls_resumed = 0,

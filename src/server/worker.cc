@@ -46,7 +46,7 @@ void Worker::take_pending() {
     ServingSet* next = pending_.exchange(nullptr, std::memory_order_acquire);
     if (!next) return;
     // Pools are made here, on the reactor thread that runs them.
-    adopt_pools(*next, serving_.get(), reactor_, fastcgi_gauges_);
+    adopt_pools(*next, serving_.get(), reactor_, fastcgi_gauges_, &proxy_gauges_);
     serving_ = std::shared_ptr<ServingSet>(next, [this](ServingSet* set) { retire(set); });
 }
 

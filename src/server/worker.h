@@ -65,6 +65,8 @@ public:
     WorkerStats& stats() { return stats_; }
     // FastCGI connections and queue of every pool of this reactor, for the status page.
     fastcgi::UpstreamGauges& fastcgi_gauges() { return fastcgi_gauges_; }
+    // The same for the reverse proxy's HTTP backend pools.
+    fastcgi::UpstreamGauges& proxy_gauges() { return proxy_gauges_; }
 
     // The current serving set; picks up one handed over by reload() first.
     const std::shared_ptr<ServingSet>& serving() {
@@ -96,6 +98,7 @@ private:
     Router router_;
     Http1Context http1_;
     fastcgi::UpstreamGauges fastcgi_gauges_; // before the sets: their pools write to it
+    fastcgi::UpstreamGauges proxy_gauges_;
     std::shared_ptr<ServingSet> serving_;
     std::atomic<ServingSet*> pending_{nullptr};
     std::vector<std::unique_ptr<ServingSet>> retired_;

@@ -126,6 +126,41 @@ dotfiles = "allow"
     EXPECT_TRUE(*config.sites[1].dotfiles_allow);
 }
 
+TEST_F(ConfigFileTest, SiteProxy) {
+    ConfigFile config;
+    std::vector<std::string> errors;
+    ASSERT_TRUE(load_config_file(write(R"(
+[[site]]
+root = "/srv/a"
+proxy = { address = ["127.0.0.1:3000", "unix:/run/app.sock"], paths = ["/api/"], host = "in", pool = 4, queue = 2, timeout = "5s" }
+[[site]]
+root = "/srv/b"
+proxy = "http://127.0.0.1:3001"
+)"),
+                                 config, errors))
+        << (errors.empty() ? "" : errors[0]);
+    const SiteProxy& a = *config.sites[0].proxy;
+    EXPECT_EQ(a.addresses, (std::vector<std::string>{"127.0.0.1:3000", "unix:/run/app.sock"}));
+    EXPECT_EQ(a.paths, std::vector<std::string>{"/api/"});
+    EXPECT_EQ(a.host, "in");
+    EXPECT_EQ(*a.pool, 4u);
+    EXPECT_EQ(*a.queue, 2u);
+    EXPECT_EQ(*a.timeout_ms, 5000u);
+    const SiteProxy& b = *config.sites[1].proxy;
+    EXPECT_EQ(b.addresses, std::vector<std::string>{"http://127.0.0.1:3001"});
+    EXPECT_TRUE(b.paths.empty());
+
+    errors.clear();
+    EXPECT_FALSE(load_config_file(
+        write("[[site]]\nroot = \"/a\"\nproxy = { paths = [\"api\"], retries = 2 }\n"), config,
+        errors));
+    ASSERT_EQ(errors.size(), 3u);
+    std::string all = errors[0] + errors[1] + errors[2];
+    for (const char* message :
+         {"unknown key 'retries' in proxy", "proxy needs an 'address'", "proxy paths start with /"})
+        EXPECT_NE(all.find(message), std::string::npos) << all;
+}
+
 TEST_F(ConfigFileTest, FirstSiteIsDefaultWhenNoneSaysSo) {
     ConfigFile config;
     std::vector<std::string> errors;

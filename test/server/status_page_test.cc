@@ -21,6 +21,10 @@ StatusSnapshot sample() {
     r.fastcgi_busy = 2;
     r.fastcgi_idle = 5;
     r.fastcgi_queued = 7;
+    r.tunnels = 4;
+    r.proxy_busy = 6;
+    r.proxy_idle = 8;
+    r.proxy_queued = 9;
     status.reactors = {r, StatusSnapshot::Reactor{}};
     status.status_codes = {{200, 40}, {404, 2}};
     status.fastcgi_502 = 1;
@@ -36,6 +40,9 @@ TEST(StatusPage, JsonHasTheCounters) {
     EXPECT_NE(out.find("\"bad_gateway_502\": 1"), std::string::npos);
     EXPECT_NE(out.find("\"fastcgi\": {\"busy\": 2, \"idle\": 5, \"queued\": 7}"), std::string::npos)
         << out;
+    EXPECT_NE(out.find("\"proxy\": {\"busy\": 6, \"idle\": 8, \"queued\": 9}"), std::string::npos)
+        << out;
+    EXPECT_NE(out.find("\"tunnels\": 4"), std::string::npos) << out;
     // Balanced braces and brackets (the e2e test parses it with python's json).
     int depth = 0;
     for (char c : out) {
@@ -69,6 +76,10 @@ TEST(StatusPage, PrometheusLinesAreWellFormed) {
     EXPECT_NE(out.find("lepus_fastcgi_connections{reactor=\"1\",state=\"busy\"} 0\n"),
               std::string::npos);
     EXPECT_NE(out.find("lepus_fastcgi_queued_requests{reactor=\"0\"} 7\n"), std::string::npos);
+    EXPECT_NE(out.find("lepus_proxy_connections{reactor=\"0\",state=\"idle\"} 8\n"),
+              std::string::npos);
+    EXPECT_NE(out.find("lepus_proxy_queued_requests{reactor=\"0\"} 9\n"), std::string::npos);
+    EXPECT_NE(out.find("lepus_connections{reactor=\"0\",state=\"tunnel\"} 4\n"), std::string::npos);
 }
 
 } // namespace

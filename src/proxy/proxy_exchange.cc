@@ -1,0 +1,312 @@
+#include "proxy/proxy_exchange.h"
+
+#include "base/ascii.h"
+#include "log/error_log.h"
+
+#include <algorithm>
+
+namespace lepus::proxy {
+namespace {
+
+// RFC 9110 §9.2.2: a request that may be sent twice.
+bool is_idempotent(Method method) {
+    switch (method) {
+    case Method::Get:
+    case Method::Head:
+    case Method::Options:
+    case Method::Trace:
+    case Method::Put:
+    case Method::Delete:
+        return true;
+    default:
+        return false;
+    }
+}
+
+// Fields the proxy sets itself, or that describe the client's connection.
+bool is_replaced(std::string_view name) {
+    for (std::string_view own : {"Host", "Content-Length", "Expect", "X-Forwarded-For",
+                                 "X-Forwarded-Proto", "X-Forwarded-Host", "Forwarded"})
+        if (ascii_iequals(name, own)) return true;
+    return false;
+}
+
+bool listed(const std::vector<std::string_view>& tokens, std::string_view name) {
+    return std::any_of(tokens.begin(), tokens.end(),
+                       [name](std::string_view token) { return ascii_iequals(token, name); });
+}
+
+// RFC 7239 §4: a value that is not a token is a quoted-string.
+void append_forwarded_value(std::string_view value, std::string& out) {
+    bool token = !value.empty() && std::all_of(value.begin(), value.end(), [](char c) {
+        return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+               std::string_view("!#$%&'*+-.^_`|~").find(c) != std::string_view::npos;
+    });
+    if (token) {
+        out.append(value);
+        return;
+    }
+    out.push_back('"');
+    for (char c : value) {
+        if (c == '"' || c == '\\') out.push_back('\\');
+        out.push_back(c);
+    }
+    out.push_back('"');
+}
+
+} // namespace
+
+std::string_view requested_upgrade(const Request& request) {
+    if (request.version_minor < 1) return {};
+    std::string_view upgrade;
+    std::vector<std::string_view> named;
+    for (const Header& header : request.headers) {
+        if (ascii_iequals(header.name, "Upgrade")) upgrade = header.value;
+        if (ascii_iequals(header.name, "Connection")) split_tokens(header.value, named);
+    }
+    // h2c is HTTP/2's own upgrade (deprecated, RFC 9113 §3.1), between lepus
+    // and the client: its HTTP2-Settings is hop-by-hop, so it cannot be passed on.
+    if (ascii_iequals(upgrade, "h2c")) return {};
+    return listed(named, "upgrade") ? upgrade : std::string_view();
+}
+
+void append_request_head(const Request& request, const ConnectionInfo& connection,
+                         std::string_view host, std::string& out) {
+    // RFC 9112 §3.2: the origin form (an absolute-form target's path and query).
+    out.append(request.method_text).push_back(' ');
+    if (request.target.starts_with('/') || request.target == "*") {
+        out.append(request.target);
+    } else {
+        out.append(request.path.empty() ? std::string_view("/") : request.path);
+        if (!request.query.empty()) out.append("?").append(request.query);
+    }
+    out.append(" HTTP/1.1\r\nHost: ").append(host).append("\r\n");
+    // RFC 9110 §7.6.1: the client's hop-by-hop fields, and those its
+    // Connection names, stay here.
+    std::vector<std::string_view> named;
+    for (const Header& header : request.headers)
+        if (ascii_iequals(header.name, "Connection")) split_tokens(header.value, named);
+    std::string forwarded_for, forwarded;
+    for (const Header& header : request.headers) {
+        if (ascii_iequals(header.name, "X-Forwarded-For")) {
+            forwarded_for.append(header.value).append(", ");
+            continue;
+        }
+        if (ascii_iequals(header.name, "Forwarded")) {
+            forwarded.append(header.value).append(", ");
+            continue;
+        }
+        if (is_hop_by_hop(header.name) || is_replaced(header.name) || listed(named, header.name))
+            continue;
+        out.append(header.name).append(": ").append(header.value).append("\r\n");
+    }
+    std::string client;
+    connection.peer.format_host(client);
+    bool secure = connection.secure;
+    // nginx's $proxy_add_x_forwarded_for: the client's list, then the client.
+    out.append("X-Forwarded-For: ").append(forwarded_for).append(client).append("\r\n");
+    out.append("X-Forwarded-Proto: ").append(secure ? "https" : "http").append("\r\n");
+    if (!request.host.empty()) out.append("X-Forwarded-Host: ").append(request.host).append("\r\n");
+    // RFC 7239 §5.2: an IPv6 address in brackets, quoted; "unknown" for a Unix socket client.
+    out.append("Forwarded: ").append(forwarded).append("for=");
+    if (client == "unix:")
+        out.append("unknown");
+    else if (client.find(':') != std::string::npos)
+        out.append("\"[").append(client).append("]\"");
+    else
+        out.append(client);
+    out.append(";proto=").append(secure ? "https" : "http");
+    if (!request.host.empty()) {
+        out.append(";host=");
+        append_forwarded_value(request.host, out);
+    }
+    out.append("\r\n");
+    // The one hop-by-hop exchange passed on: a protocol switch the client
+    // asked for (WebSocket), which the backend may accept with a 101.
+    if (std::string_view upgrade = requested_upgrade(request); !upgrade.empty())
+        out.append("Upgrade: ").append(upgrade).append("\r\nConnection: upgrade\r\n");
+    if (request.chunked) {
+        out.append("Transfer-Encoding: chunked\r\n");
+    } else if (request.content_length) {
+        out.append("Content-Length: ").append(std::to_string(*request.content_length));
+        out.append("\r\n");
+    }
+    out.append("\r\n");
+}
+
+BackendPool& BackendGroup::pick(uint64_t now_ms, const BackendPool* skip) {
+    size_t count = pools.size();
+    for (size_t i = 0; i < count; ++i) {
+        BackendPool& pool = *pools[(next + i) % count];
+        if (pool.down_until_ms > now_ms || &pool == skip) continue;
+        next = (next + i + 1) % count;
+        return pool;
+    }
+    // Every backend failed lately: try them in turn all the same.
+    BackendPool& pool = *pools[next % count];
+    next = (next + 1) % count;
+    return &pool == skip && count > 1 ? *pools[next++ % count] : pool;
+}
+
+ProxyExchange::ProxyExchange(BackendGroup& group, Exchange& exchange, const ProxyTarget& target)
+    : group_(group), pool_(&group.pick(exchange.now_ms)), exchange_(exchange),
+      host_(target.host.empty() ? exchange.request->host : target.host) {
+    if (host_.empty()) {
+        // HTTP/1.0 without Host: HTTP/1.1 to the backend needs one (RFC 9112 §3.2).
+        const std::string& address = pool_->options().address.text;
+        host_ = address.starts_with("unix:") ? "localhost" : address;
+    }
+    chunked_ = exchange.request->chunked;
+    pool_->acquire(*this);
+}
+
+ProxyExchange::~ProxyExchange() {
+    release();
+}
+
+void ProxyExchange::on_backend_progress() {
+    // Only a wake-up: the engine calls poll() from its own loop.
+    exchange_.listener->on_exchange_progress();
+}
+
+size_t ProxyExchange::offer_body(std::span<const char> data) {
+    BackendConnection* backend = this->backend();
+    if (!request_sent_ || !backend || backend->failure() != BackendFailure::None) return 0;
+    if (backend->tunnel() && backend->ended()) return data.size(); // the backend left
+    if (backend->send_full()) {
+        // Send before taking more: a send that empties the buffer raises no
+        // EPOLLOUT edge to bring us back.
+        backend->flush();
+        if (backend->send_full()) return 0;
+    }
+    size_t take = std::min(data.size(), BackendConnection::kSendHighWater);
+    backend->append_body(data.first(take), chunked_);
+    return take;
+}
+
+void ProxyExchange::end_body() {
+    body_ended_ = true;
+    BackendConnection* backend = this->backend();
+    if (request_sent_ && backend && backend->failure() == BackendFailure::None) {
+        backend->end_body(chunked_);
+        backend->flush();
+    }
+}
+
+StreamState ProxyExchange::failed(int status, std::string_view headers) {
+    if (head_reported_) return StreamState::Broken;
+    error_status_ = status;
+    error_headers_ = headers;
+    return StreamState::Failed;
+}
+
+bool ProxyExchange::fail_over() {
+    if (attempts_ >= group_.pools.size()) return false;
+    BackendConnection* backend = this->backend();
+    bool complete = backend->body_complete();
+    resend_ = backend->take_request();
+    backend->release();
+    ++attempts_;
+    pool_ = &group_.pick(exchange_.now_ms, pool_);
+    log_info("proxy: trying %s instead", pool_->options().address.text.c_str());
+    request_sent_ = false;
+    resend_complete_ = complete; // the last chunk is in resend_ already
+    pool_->acquire(*this);
+    return true;
+}
+
+StreamState ProxyExchange::poll() {
+    for (;;) {
+        if (backend_refused()) {
+            // Overload must not flood the log too: one line per second per thread.
+            static thread_local time_t last_warning = 0;
+            if (exchange_.now_s != last_warning) {
+                last_warning = exchange_.now_s;
+                log_warn("proxy: every connection to %s of this reactor is busy and its queue "
+                         "is full or the wait timed out: 503",
+                         pool_->options().address.text.c_str());
+            }
+            return failed(503, "Retry-After: 1\r\n");
+        }
+        if (backend_queued()) return StreamState::Pending;
+        BackendConnection* backend = this->backend();
+        if (!backend) return failed(502);
+        if (!request_sent_) send_request(*backend);
+        if (backend->failure() == BackendFailure::None) backend->flush();
+        switch (backend->failure()) {
+        case BackendFailure::None:
+            break;
+        case BackendFailure::Connect:
+            if (fail_over()) continue;
+            return failed(502);
+        case BackendFailure::Timeout:
+            return failed(504);
+        default:
+            return failed(502);
+        }
+        break;
+    }
+    BackendConnection* backend = this->backend();
+    if (!backend->head_ready()) return StreamState::Pending;
+    if (!head_reported_) {
+        const ResponseHead& head = backend->head();
+        // The engine drops the usual hop-by-hop fields; those the backend's
+        // Connection names are dropped here (RFC 9110 §7.6.1).
+        // A tunnel's Upgrade names the protocol switched to: it stays.
+        headers_.clear();
+        bool tunnel = backend->tunnel();
+        for (const Header& header : head.headers())
+            if (!head.named_in_connection(header.name) ||
+                (tunnel && ascii_iequals(header.name, "Upgrade")))
+                headers_.push_back(header);
+        head_.status = head.status();
+        head_.headers = headers_;
+        head_.content_length = head.content_length();
+        // A 101 the client asked for: the engine makes the connection a tunnel.
+        head_.upgrade = backend->tunnel();
+        head_reported_ = true;
+    }
+    return StreamState::Ready;
+}
+
+void ProxyExchange::send_request(BackendConnection& backend) {
+    const Request& request = *exchange_.request;
+    bool replayable = is_idempotent(request.method);
+    bool upgrade = !requested_upgrade(request).empty();
+    if (resend_.empty()) {
+        std::string head;
+        append_request_head(request, *exchange_.connection, host_, head);
+        backend.begin_request(head, request.is_head(), replayable, upgrade);
+    } else {
+        backend.begin_request(resend_, request.is_head(), replayable, upgrade);
+        std::string().swap(resend_);
+    }
+    if (resend_complete_)
+        backend.end_body(false);
+    else if (body_ended_)
+        backend.end_body(chunked_);
+    request_sent_ = true;
+}
+
+std::span<const char> ProxyExchange::body() const {
+    BackendConnection* backend = this->backend();
+    return backend ? backend->body() : std::span<const char>{};
+}
+
+void ProxyExchange::consume(size_t bytes) {
+    if (BackendConnection* backend = this->backend()) backend->consume_body(bytes);
+}
+
+bool ProxyExchange::ended() const {
+    BackendConnection* backend = this->backend();
+    return backend && backend->ended();
+}
+
+void ProxyExchange::release() {
+    if (released_) return;
+    released_ = true;
+    if (backend_queued()) pool_->cancel_wait(*this);
+    if (BackendConnection* backend = this->backend()) backend->release();
+}
+
+} // namespace lepus::proxy

@@ -1,0 +1,30 @@
+// The router's reverse-proxy route: which requests a site's HTTP backend
+// answers (nginx's `location /api/ { proxy_pass ...; }`, or `try_files $uri
+// @app` with `location @app { proxy_pass ...; }` for a site without paths).
+#include "http/path.h"
+#include "server/router.h"
+#include "server/serving_set.h"
+
+namespace lepus {
+
+bool Router::route_to_proxy(Exchange& exchange, SiteHandlers& site) {
+    const SiteHandlers::ProxyRoute& route = *site.proxy;
+    const Request& request = *exchange.request;
+    // Undecodable paths and "OPTIONS *": the files' own answers (400, 204).
+    if (request.path == "*" || decode_path(request.path, path_) != 0) return false;
+    if (route.paths.empty()) {
+        // Static files first: a file that exists is served by lepus.
+        if (site.files->probe(path_, exchange.now_ms) == StaticHandler::Probe::File) return false;
+    } else {
+        bool match = false;
+        for (const std::string& prefix : route.paths)
+            match = match || path_.starts_with(prefix);
+        if (!match) return false;
+    }
+    auto& set = *static_cast<ServingSet*>(exchange.hold.get());
+    exchange.stream = std::make_unique<proxy::ProxyExchange>(set.proxy_of(site), exchange,
+                                                             proxy::ProxyTarget{route.host});
+    return true;
+}
+
+} // namespace lepus
