@@ -209,6 +209,23 @@ class BenchToolTest(unittest.TestCase):
                 if size:  # compressed: well under the file's size per response
                     self.assertLess(float(row["mbps"]) * 1e6 / float(row["rps"]), size / 2, row)
 
+    @unittest.skipUnless(shutil.which("wrk") and shutil.which("nginx"),
+                         "wrk or nginx (the proxy scenario's backend) missing")
+    def test_proxy_scenario_goes_through_lepus_to_the_backend(self):
+        port = free_port_pair(count=202)  # servers p, p+1; the backend p+200
+        result = run_tool(["--servers", "lepus", "--lepus", BINARY, "--lepus-before", BINARY,
+                           "--scenarios", "proxy", "--modes", "pinned", "--rounds", "1",
+                           "--round-seconds", "1", "--warmup-seconds", "0", "--no-charts",
+                           "--out", self.out, "--port-base", str(port)])
+        self.assertEqual(result.returncode, 0, result.stderr)
+        with open(os.path.join(self.out, "results.csv")) as f:
+            rows = [row for row in csv.DictReader(f)]
+        self.assertEqual(sorted((row["test"], row["server"]) for row in rows),
+                         [("proxy", "lepus"), ("proxy", "lepus-before")])
+        for row in rows:
+            self.assertGreater(float(row["rps"]), 0, row)
+            self.assertEqual(int(row["failed"]) + int(row["non2xx"]), 0, row)
+
     def test_unknown_server_is_one_line_and_exit_2(self):
         result = run_tool(["--quick", "--servers", "lepus,nosuch", "--out", self.out])
         self.assertEqual(result.returncode, 2)

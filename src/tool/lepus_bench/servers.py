@@ -433,8 +433,13 @@ class Server:
                         "--tls-cert", tls.cert, "--tls-key", tls.key]
             if backend_port:
                 if lepus_has_flag(lepus, "--proxy"):
-                    # Files first, then the backend (the path is not a file).
-                    cmd += ["--proxy", "http://127.0.0.1:%d" % backend_port]
+                    # /proxy/ goes to the backend, as nginx's and h2o's location
+                    # (--proxy alone would send / too: a directory is not a file).
+                    config = os.path.join(tmp, "lepus.toml")
+                    with open(config, "w") as f:
+                        f.write('[[site]]\nroot = "%s"\nproxy = { address = "127.0.0.1:%d", '
+                                'paths = ["/proxy/"] }\n' % (root, backend_port))
+                    cmd += ["--config", config]
                 else:
                     self.proxy_note = "this lepus has no --proxy flag"
             if fpm_socket:
