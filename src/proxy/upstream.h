@@ -34,7 +34,7 @@ using fastcgi::UpstreamGauges;
 struct BackendOptions {
     BackendAddress address;
     size_t connections = 1;               // this reactor's share of --proxy-pool
-    size_t queue_limit = 64;              // --proxy-queue
+    size_t queue_limit = 1024;            // --proxy-queue
     uint64_t queue_timeout_ms = 10000;    // --proxy-queue-timeout
     uint64_t connect_timeout_ms = 5000;   // --proxy-connect-timeout
     uint64_t response_timeout_ms = 60000; // --proxy-timeout: silence from the backend

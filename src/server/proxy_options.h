@@ -20,7 +20,11 @@ struct ServerOptions;
 struct ProxyOptions {
     std::string address; // --proxy: "http://HOST:PORT" or "unix:/path"; empty: off
     unsigned pool = 32;  // connections per backend, summed over the reactors
-    unsigned queue = 64; // requests per reactor waiting for a connection
+    // Requests per reactor waiting for a connection. Larger than FastCGI's 64:
+    // nginx opens as many backend connections as it has clients (`keepalive 32`
+    // only caches idle ones), so 100 clients behind a 32-connection pool must
+    // wait, not get 503.
+    unsigned queue = 1024;
     uint64_t queue_timeout_ms = 10000;
     uint64_t connect_timeout_ms = 10000;
     uint64_t timeout_ms = 60000; // nginx's proxy_read_timeout
