@@ -184,10 +184,11 @@ class BenchToolTest(unittest.TestCase):
                          shutil.which("openssl"), "wrk, h2load or openssl missing")
     def test_compression_and_http2_scenarios_run_without_errors(self):
         """gzip-html and gzip-js ask for gzip/br (lepus answers compressed, fewer
-        bytes than the file per response); h2-small runs h2load over ALPN h2."""
+        bytes than the file per response); h2-small runs h2load over ALPN h2, h2c-small
+        over the plain port (prior knowledge)."""
         port = free_port_pair(count=102)
         result = run_tool(["--servers", "lepus", "--lepus", BINARY, "--lepus-before", BINARY,
-                           "--scenarios", "gzip-html,gzip-js,h2-small,h2-idle", "--modes",
+                           "--scenarios", "gzip-html,gzip-js,h2-small,h2c-small,h2-idle", "--modes",
                            "pinned", "--rounds", "1", "--round-seconds", "1", "--warmup-seconds",
                            "0", "--idle-connections", "30", "--no-charts", "--out", self.out,
                            "--port-base", str(port)])
@@ -197,10 +198,12 @@ class BenchToolTest(unittest.TestCase):
         by_test = {}
         for row in rows:
             by_test.setdefault(row["test"], []).append(row)
-        self.assertEqual(sorted(by_test), ["gzip html", "gzip js", "h2 idle 0k", "h2 small"])
+        self.assertEqual(sorted(by_test), ["gzip html", "gzip js", "h2 idle 0k", "h2 small",
+                                          "h2c small"])
         for row in by_test["h2 idle 0k"]:  # held over HTTP/2, all still open
             self.assertEqual((int(row["idle_held"]), int(row["idle_still_open"])), (30, 30), row)
-        for test, size in (("gzip html", 100 * 1024), ("gzip js", 300 * 1024), ("h2 small", 0)):
+        for test, size in (("gzip html", 100 * 1024), ("gzip js", 300 * 1024), ("h2 small", 0),
+                           ("h2c small", 0)):
             self.assertEqual(sorted(row["server"] for row in by_test[test]),
                              ["lepus", "lepus-before"])
             for row in by_test[test]:

@@ -71,9 +71,10 @@ def wrk(ctx, server, path, connections, headers=(), tls=False):
     return measure(ctx, server, cmd, loadgen.parse_wrk, timeout=ctx.seconds + 60)
 
 
-def h2load(ctx, server, path, connections, streams, headers=()):
-    """HTTP/2 over the server's TLS listener (ALPN h2)."""
-    cmd = loadgen.h2load_command(url(server, path, tls=True), connections, streams, ctx.seconds,
+def h2load(ctx, server, path, connections, streams, headers=(), tls=True):
+    """HTTP/2 over the server's TLS listener (ALPN h2), or with tls=False over
+    its plain one (h2c with prior knowledge: h2load sends the preface at once)."""
+    cmd = loadgen.h2load_command(url(server, path, tls=tls), connections, streams, ctx.seconds,
                                  headers=headers)
     return measure(ctx, server, cmd, loadgen.parse_h2load, timeout=ctx.seconds + 60)
 
@@ -211,6 +212,9 @@ def _turn(p, seconds):
 # next one at once. wrk spends less per connection than ab, so the server, not the
 # generator, becomes the limit of a connection-churn run (issue 15).
 CLOSE_HEADER = "Connection: close"
+# h2c with prior knowledge on the port that also speaks HTTP/1.1: nginx 1.22
+# cannot (its `listen ... http2` makes a plain port h2c-only), so it sits out.
+H2C_SERVERS = ("lepus", "lepus-before", "h2o")
 # A browser's Accept-Encoding, less zstd (nginx has no zstd): the compression rows.
 ACCEPT_GZIP_BR = "Accept-Encoding: gzip, br"
 COMPRESSING = ("lepus", "lepus-before", "nginx")
@@ -276,6 +280,16 @@ SCENARIOS = [
     Scenario("h2-100k", "h2load -c10 -m1 on /100k.bin over HTTPS (ALPN h2)", ["h2load"], _turn,
              _single("h2 100k", lambda c, s: h2load(c, s, "/100k.bin", 10, 1)), tls=True,
              quick=False),
+    Scenario("h2c-small", "h2load -c100 -m10 on / over plain TCP (h2c, prior knowledge)",
+             ["h2load"], _turn,
+             _single("h2c small", lambda c, s: h2load(c, s, "/", 100, 10, tls=False)),
+             quick=False, only=H2C_SERVERS),
+    Scenario("h2c-4k", "h2load -c100 -m10 on /4k.html over plain TCP (h2c)", ["h2load"], _turn,
+             _single("h2c 4k", lambda c, s: h2load(c, s, "/4k.html", 100, 10, tls=False)),
+             quick=False, only=H2C_SERVERS),
+    Scenario("h2c-100k", "h2load -c10 -m1 on /100k.bin over plain TCP (h2c)", ["h2load"], _turn,
+             _single("h2c 100k", lambda c, s: h2load(c, s, "/100k.bin", 10, 1, tls=False)),
+             quick=False, only=H2C_SERVERS),
     Scenario("h2-idle", "N idle HTTP/2 connections held (after one request each): memory per "
              "connection", [], lambda p, seconds: p.idle_connections / 1000 + 3,
              lambda c, s: run_tls_idle(c, s, h2=True), pinned_only=True, once=True, tls=True,
