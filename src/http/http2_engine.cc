@@ -19,11 +19,25 @@ struct Http2Stream {
     explicit Http2Stream(int32_t id) : id(id) {}
 
     int32_t id;
-    // The request head: pseudo-header fields, then the regular ones (their
-    // views point into `fields`, built once the head is complete).
-    std::string method, path, authority, cookie;
-    std::vector<std::pair<std::string, std::string>> fields;
+    // The request head as received: every name and value one after the other
+    // in `text` (one buffer per stream, not two strings per field); the views
+    // of `headers` and `request` point into it, made once the head is complete.
+    struct TextRef {
+        uint32_t at = 0, size = 0;
+    };
+    std::string text;
+    TextRef method, path, authority;
+    std::vector<std::pair<TextRef, TextRef>> fields;
+    std::string cookie; // §8.2.3: cookie fields joined with "; "
     std::vector<Header> headers;
+
+    TextRef keep(std::string_view bytes) {
+        if (text.capacity() == 0) text.reserve(512); // most request heads fit
+        TextRef ref{uint32_t(text.size()), uint32_t(bytes.size())};
+        text.append(bytes);
+        return ref;
+    }
+    std::string_view view(TextRef ref) const { return {text.data() + ref.at, ref.size}; }
     size_t header_bytes = 0;
     bool too_large = false; // over kMaxHeaderList: answered 431
     Request request;
@@ -40,8 +54,6 @@ struct Http2Stream {
     bool accounted = false;
     int status = 0;
     uint64_t body_sent = 0;
-    // Header block storage for nghttp2_submit_response (copied by nghttp2).
-    std::vector<std::string> nv_text;
 };
 
 namespace {
@@ -77,31 +89,51 @@ bool has_no_body(const Request& request, int status) {
 }
 
 // The handlers' HTTP/1.1 head text ("HTTP/1.1 200 OK\r\nName: value\r\n...")
-// as an HTTP/2 header block: ":status" first, names lowercased (§8.2.1).
-void head_to_fields(int status, std::string_view head, std::vector<std::string>& text) {
-    text.clear();
-    text.emplace_back(":status");
-    text.emplace_back(std::to_string(status));
-    size_t at = head.find("\r\n");
-    while (at != std::string_view::npos && at + 2 < head.size()) {
+// as an HTTP/2 header block: ":status" first, names lowercased (§8.2.1). The
+// fields point into `text`, a copy of the head lowercased in place with the
+// status digits after it: one buffer, no allocation per field once the
+// scratch space has grown (nghttp2_submit_response copies the block).
+void head_to_fields(int status, std::string_view head, std::string& text,
+                    std::vector<nghttp2_nv>& fields) {
+    static char status_name[] = ":status";
+    char digits[8];
+    size_t digits_size = std::to_chars(digits, digits + sizeof digits, status).ptr - digits;
+    text.assign(head);
+    text.append(digits, digits_size);
+    auto field = [](char* name, size_t name_size, char* value, size_t value_size) {
+        return nghttp2_nv{reinterpret_cast<uint8_t*>(name), reinterpret_cast<uint8_t*>(value),
+                          name_size, value_size, NGHTTP2_NV_FLAG_NONE};
+    };
+    fields.clear();
+    fields.push_back(
+        field(status_name, sizeof status_name - 1, text.data() + head.size(), digits_size));
+    char* base = text.data();
+    std::string_view rest(base, head.size());
+    size_t at = rest.find("\r\n");
+    while (at != std::string_view::npos && at + 2 < rest.size()) {
         at += 2;
-        size_t end = head.find("\r\n", at);
+        size_t end = rest.find("\r\n", at);
         if (end == std::string_view::npos || end == at) break;
-        std::string_view line = head.substr(at, end - at);
+        std::string_view line = rest.substr(at, end - at);
+        size_t line_at = at;
         at = end;
         size_t colon = line.find(':');
         if (colon == std::string_view::npos) continue;
-        std::string_view name = line.substr(0, colon);
-        if (is_connection_field(name)) continue;
-        std::string lower(name);
-        for (char& c : lower)
-            c = ascii_lower(c);
-        text.push_back(std::move(lower));
-        text.emplace_back(trim_ows(line.substr(colon + 1)));
+        if (is_connection_field(line.substr(0, colon))) continue;
+        for (size_t i = 0; i < colon; ++i)
+            base[line_at + i] = ascii_lower(base[line_at + i]);
+        std::string_view value = trim_ows(line.substr(colon + 1));
+        fields.push_back(field(base + line_at, colon, base + (value.data() - rest.data()),
+                               value.size()));
     }
 }
 
 } // namespace
+
+struct Http2Engine::HeadFields {
+    std::string text;
+    std::vector<nghttp2_nv> fields;
+};
 
 // nghttp2's callbacks, with access to the engine.
 struct Http2Callbacks {
@@ -162,11 +194,11 @@ struct Http2Callbacks {
         std::string_view name(reinterpret_cast<const char*>(name_bytes), name_length);
         std::string_view value(reinterpret_cast<const char*>(value_bytes), value_length);
         if (name == ":method") {
-            stream->method = value;
+            stream->method = stream->keep(value);
         } else if (name == ":path") {
-            stream->path = value;
+            stream->path = stream->keep(value);
         } else if (name == ":authority") {
-            stream->authority = value;
+            stream->authority = stream->keep(value);
         } else if (name == ":scheme") {
             // https or http: the connection says which.
         } else if (name == "cookie") {
@@ -174,8 +206,10 @@ struct Http2Callbacks {
             if (!stream->cookie.empty()) stream->cookie.append("; ");
             stream->cookie.append(value);
         } else {
-            if (name == "host" && stream->authority.empty()) stream->authority = value;
-            stream->fields.emplace_back(name, value);
+            if (stream->fields.empty()) stream->fields.reserve(16);
+            auto field = std::pair{stream->keep(name), stream->keep(value)};
+            if (name == "host" && stream->authority.size == 0) stream->authority = field.second;
+            stream->fields.push_back(field);
         }
         return 0;
     }
@@ -290,7 +324,8 @@ struct Http2Callbacks {
 Http2Engine::Http2Engine(const Http1Context& context, Transport& transport, ConnectionInfo& info,
                          ExchangeListener& listener, std::string_view received, Http2Gauges* gauges)
     : context_(context), transport_(transport), info_(info), listener_(listener), gauges_(gauges),
-      input_(received), last_activity_ms_(context.clock.now_ms),
+      input_(received), head_fields_(std::make_unique<HeadFields>()),
+      last_activity_ms_(context.clock.now_ms),
       last_write_ms_(context.clock.now_ms) {
     nghttp2_session_callbacks* callbacks = nullptr;
     nghttp2_session_callbacks_new(&callbacks);
@@ -375,6 +410,10 @@ bool Http2Engine::read_input() {
         }
         total += size_t(n);
         last_activity_ms_ = context_.clock.now_ms;
+        // A short read drained the socket (Transport's contract): the next
+        // arrival raises a new edge, so no read that would only say EAGAIN
+        // (but a FIN seen with the data must still be read).
+        if (size_t(n) < sizeof buffer && !peer_shut_) readable_ = false;
         if (!feed(buffer, size_t(n))) return false;
     }
     return true;
@@ -471,20 +510,25 @@ void Http2Engine::start_exchange(Http2Stream& stream) {
     stream.started = true;
     ++requests_;
     Request& request = stream.request;
-    request.method_text = stream.method;
-    request.target = stream.path;
-    std::string_view target = stream.path;
+    if (!stream.cookie.empty())
+        stream.fields.emplace_back(stream.keep("cookie"), stream.keep(stream.cookie));
+    // `text` is complete (trailers are not kept): views into it hold from here.
+    std::string_view method_text = stream.view(stream.method);
+    request.method_text = method_text;
+    request.target = stream.view(stream.path);
+    std::string_view target = request.target;
     size_t mark = target.find('?');
     request.path = target.substr(0, mark);
     request.query = mark == std::string_view::npos ? std::string_view() : target.substr(mark + 1);
     request.version_minor = 1; // HTTP/1.1 semantics for the handlers
-    request.host = stream.authority;
+    request.host = stream.view(stream.authority);
     request.keep_alive = true;
-    if (!stream.cookie.empty()) stream.fields.emplace_back("cookie", stream.cookie);
     stream.headers.clear();
-    for (const auto& [name, value] : stream.fields) {
-        stream.headers.push_back({name, value});
-        std::string_view n = name;
+    stream.headers.reserve(stream.fields.size());
+    for (const auto& [name_ref, value_ref] : stream.fields) {
+        std::string_view n = stream.view(name_ref);
+        std::string_view value = stream.view(value_ref);
+        stream.headers.push_back({n, value});
         if (n == "content-length") {
             uint64_t length = 0;
             if (std::from_chars(value.data(), value.data() + value.size(), length).ec ==
@@ -527,7 +571,7 @@ void Http2Engine::start_exchange(Http2Stream& stream) {
     exchange.now_s = context_.clock.now_s;
     exchange.now_ms = context_.clock.now_ms;
     exchange.keep_alive = true;
-    std::optional<Method> method = method_of(stream.method);
+    std::optional<Method> method = method_of(method_text);
     if (stream.too_large) return fail_exchange(stream, 431);
     if (!method) return fail_exchange(stream, 501);
     request.method = *method;
@@ -609,15 +653,8 @@ void Http2Engine::submit_response(Http2Stream& stream) {
     Exchange& exchange = stream.exchange;
     const Response& response = exchange.response;
     stream.status = response.status;
-    head_to_fields(response.status, response.head, stream.nv_text);
-    std::vector<nghttp2_nv> nva;
-    for (size_t i = 0; i + 1 < stream.nv_text.size(); i += 2) {
-        std::string& name = stream.nv_text[i];
-        std::string& value = stream.nv_text[i + 1];
-        nva.push_back({reinterpret_cast<uint8_t*>(name.data()),
-                       reinterpret_cast<uint8_t*>(value.data()), name.size(), value.size(),
-                       NGHTTP2_NV_FLAG_NONE});
-    }
+    std::vector<nghttp2_nv>& nva = head_fields_->fields;
+    head_to_fields(response.status, response.head, head_fields_->text, nva);
     stream.submitted = true;
     stream.accounted = true;
     context_.handler.account(exchange, response.status, response.body_bytes());
@@ -663,15 +700,8 @@ void Http2Engine::submit_stream_head(Http2Stream& stream) {
     }
     response.head.append("\r\n");
     stream.status = status;
-    head_to_fields(status, response.head, stream.nv_text);
-    std::vector<nghttp2_nv> nva;
-    for (size_t i = 0; i + 1 < stream.nv_text.size(); i += 2) {
-        std::string& name = stream.nv_text[i];
-        std::string& value = stream.nv_text[i + 1];
-        nva.push_back({reinterpret_cast<uint8_t*>(name.data()),
-                       reinterpret_cast<uint8_t*>(value.data()), name.size(), value.size(),
-                       NGHTTP2_NV_FLAG_NONE});
-    }
+    std::vector<nghttp2_nv>& nva = head_fields_->fields;
+    head_to_fields(status, response.head, head_fields_->text, nva);
     stream.submitted = true;
     if (no_body) {
         // The backend's body (if any) drains into its pool when the stream is let go.

@@ -70,7 +70,10 @@ public:
     Http2Engine& operator=(const Http2Engine&) = delete;
 
     void on_readable() { readable_ = true; }
-    void on_peer_shutdown() { readable_ = true; }
+    void on_peer_shutdown() {
+        readable_ = true;
+        peer_shut_ = true; // read on to the end of stream, short reads or not
+    }
     void on_resume() { readable_ = true; }
     bool waits_for_write() const { return write_blocked_ || transport_.wants_write(); }
 
@@ -118,6 +121,9 @@ private:
     std::string input_; // bytes handed over by the HTTP/1.1 engine, fed first
     std::string output_;
     size_t output_sent_ = 0;
+    // Scratch space for a response's header block (head_to_fields in the .cc).
+    struct HeadFields;
+    std::unique_ptr<HeadFields> head_fields_;
     uint64_t deadline_ = 0;
     uint64_t last_activity_ms_ = 0;
     uint64_t last_write_ms_ = 0; // bytes last left for the client
@@ -138,6 +144,7 @@ private:
     bool write_blocked_ = false;
     bool stalled_ = false; // output waited at the last plan_deadline()
     bool peer_closed_ = false;
+    bool peer_shut_ = false; // the poller saw the client's FIN (EPOLLRDHUP)
     bool draining_ = false;
     bool closed_ = false;
 };
