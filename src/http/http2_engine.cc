@@ -123,8 +123,8 @@ void head_to_fields(int status, std::string_view head, std::string& text,
         for (size_t i = 0; i < colon; ++i)
             base[line_at + i] = ascii_lower(base[line_at + i]);
         std::string_view value = trim_ows(line.substr(colon + 1));
-        fields.push_back(field(base + line_at, colon, base + (value.data() - rest.data()),
-                               value.size()));
+        fields.push_back(
+            field(base + line_at, colon, base + (value.data() - rest.data()), value.size()));
     }
 }
 
@@ -325,8 +325,7 @@ Http2Engine::Http2Engine(const Http1Context& context, Transport& transport, Conn
                          ExchangeListener& listener, std::string_view received, Http2Gauges* gauges)
     : context_(context), transport_(transport), info_(info), listener_(listener), gauges_(gauges),
       input_(received), head_fields_(std::make_unique<HeadFields>()),
-      last_activity_ms_(context.clock.now_ms),
-      last_write_ms_(context.clock.now_ms) {
+      last_activity_ms_(context.clock.now_ms), last_write_ms_(context.clock.now_ms) {
     nghttp2_session_callbacks* callbacks = nullptr;
     nghttp2_session_callbacks_new(&callbacks);
     nghttp2_session_callbacks_set_on_begin_frame_callback(callbacks,
