@@ -8,7 +8,7 @@ round gives every server a turn of the same few seconds of load, in an order
 that rotates by one every round (so no server always follows the same one or
 always goes first). ratios.py reads the verdict from the rounds.
 """
-from . import scenarios
+from . import scenarios, servers
 from .servers import BenchError
 
 
@@ -57,6 +57,7 @@ class Turns:
                  if not (scenario.php and server.php_note) and
                  not (scenario.tls and not server.tls_port) and
                  not (scenario.proxy and server.proxy_note) and
+                 (scenario.proxy or name not in servers.PROXY_ONLY) and
                  (not scenario.only or name in scenario.only)]
         rounds = rounds_of(scenario, rounds)
         done = 0.0

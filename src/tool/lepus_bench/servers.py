@@ -18,7 +18,7 @@ import time
 from . import procstat
 
 TEMPLATES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "templates")
-KNOWN_SERVERS = ("lepus", "nginx", "apache", "lighttpd", "h2o")
+KNOWN_SERVERS = ("lepus", "nginx", "apache", "lighttpd", "h2o", "haproxy")
 DEFAULT_SERVERS = ("lepus", "nginx", "apache")
 # lepus's event engines (`lepus --io`). With --io epoll,uring lepus takes part once
 # per engine, as a server of its own: "lepus" (epoll) and "lepus-uring".
@@ -43,9 +43,12 @@ BACKEND_PORT_OFFSET = 200
 PROXY_PATH = "/proxy/hello"
 BACKEND_BODY = b"proxied by the backend\n"
 # The servers with a reverse proxy in lepus-bench (issue 20 compares lepus with
-# nginx's proxy_pass with keepalive 32 and h2o's proxy.reverse.url).
-PROXY_SERVERS = ("nginx", "h2o")
-SERVER_PROGRAMS = {"nginx": "nginx", "apache": "apache2", "lighttpd": "lighttpd", "h2o": "h2o"}
+# nginx's proxy_pass with keepalive 32, h2o's proxy.reverse.url and haproxy).
+PROXY_SERVERS = ("nginx", "h2o", "haproxy")
+# Servers that only proxy (no files): they take part in the proxy scenario alone.
+PROXY_ONLY = ("haproxy",)
+SERVER_PROGRAMS = {"nginx": "nginx", "apache": "apache2", "lighttpd": "lighttpd", "h2o": "h2o",
+                   "haproxy": "haproxy"}
 APACHE_MODULES = "/usr/lib/apache2/modules"
 BACKLOG = 4096
 APACHE_THREADS = 100  # per process: enough for -c100 without queueing
@@ -470,6 +473,13 @@ class Server:
             values["ACCESS_LOG_LINE"] = 'accesslog.filename = "%s"' % log if log else ""
             config = render("lighttpd.conf", os.path.join(tmp, "lighttpd.conf"), values)
             cmd = [find_program("lighttpd"), "-D", "-f", config]
+        elif name == "haproxy":
+            values["BACKEND_PORT"] = backend_port or 9  # without the proxy scenario: unused
+            values["USER_LINE"] = "user haproxy" if root_user else ""
+            # Two descriptors per proxied connection (client and server side).
+            values["MAXCONN"] = max(100, (nofile - 200) // 2)
+            config = render("haproxy.cfg", os.path.join(tmp, "haproxy.cfg"), values)
+            cmd = [find_program("haproxy"), "-db", "-f", config]  # -db: foreground
         elif name == "h2o":
             values["USER_LINE"] = "user: www-data" if root_user else ""
             values["ACCESS_LOG_LINE"] = "access-log: %s" % log if log else ""
