@@ -446,8 +446,8 @@ bool Http2Engine::feed(const char* data, size_t size) {
                 header_have_ = 0;
                 const auto* h = reinterpret_cast<const uint8_t*>(frame_header_.data());
                 frame_left_ = uint32_t(h[0]) << 16 | uint32_t(h[1]) << 8 | h[2];
-                int32_t id = int32_t((uint32_t(h[5] & 0x7f) << 24) | uint32_t(h[6]) << 16 |
-                                     uint32_t(h[7]) << 8 | h[8]);
+                auto id = int32_t((uint32_t(h[5] & 0x7f) << 24) | uint32_t(h[6]) << 16 |
+                                  uint32_t(h[7]) << 8 | h[8]);
                 if (h[3] == NGHTTP2_DATA && id % 2 == 1 && id <= highest_stream_id_ &&
                     !nghttp2_session_find_stream(session_, id) && !reset_by_us(id))
                     nghttp2_session_terminate_session(session_, NGHTTP2_STREAM_CLOSED);
@@ -627,7 +627,7 @@ void Http2Engine::poll_streams() {
 // RFC 9113 §5.3.1: a stream cannot depend on itself (a stream error).
 void Http2Engine::check_priority() {
     const auto* p = reinterpret_cast<const uint8_t*>(priority_.data());
-    int32_t dependency =
+    auto dependency =
         int32_t((uint32_t(p[0] & 0x7f) << 24) | uint32_t(p[1]) << 16 | uint32_t(p[2]) << 8 | p[3]);
     if (dependency == priority_stream_) {
         // A RST_STREAM cannot name an idle stream (§5.1): then the whole connection.
