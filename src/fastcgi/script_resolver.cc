@@ -45,12 +45,18 @@ bool ScriptResolver::is_script_name(std::string_view name) const {
     return false;
 }
 
-RouteKind ScriptResolver::route(const Request& request) {
+RouteKind ScriptResolver::route(const Request& request, uint64_t now_ms) {
     // Undecodable paths and "OPTIONS *" are the static handler's to refuse.
     if (decode_path(request.path, path_) != 0) return RouteKind::Static;
     if (!options_.dotfiles_allow && has_hidden_segment(path_)) return RouteKind::Static;
 
     if (path_.back() == '/') {
+        if (now_ms != 0) {
+            auto memo = static_directories_.find(std::string_view(path_));
+            if (memo != static_directories_.end() && now_ms >= memo->second &&
+                now_ms - memo->second < kDirectoryMemoMs)
+                return RouteKind::Static;
+        }
         // A directory: the first index that exists decides (as the static
         // handler's lookup); only a script index comes here.
         for (const std::string& index : options_.index) {
@@ -58,17 +64,24 @@ RouteKind ScriptResolver::route(const Request& request) {
             bool is_directory = false;
             int status = check_regular_file(rel_, is_directory);
             if (status == 404 || is_directory) continue;
-            if (status != 0 || !is_script_name(index)) return RouteKind::Static;
+            if (status != 0 || !is_script_name(index)) return remember_static_directory(now_ms);
             script_name_.assign(path_).append(index);
             return script(script_name_, {});
         }
-        return RouteKind::Static;
+        return remember_static_directory(now_ms);
     }
     auto split = split_script_path(path_, extension_views_);
     if (!split) return RouteKind::Static;
     script_name_.assign(split->script_name);
     path_info_.assign(split->path_info);
     return script(script_name_, path_info_);
+}
+
+RouteKind ScriptResolver::remember_static_directory(uint64_t now_ms) {
+    if (now_ms == 0) return RouteKind::Static;
+    if (static_directories_.size() >= kDirectoryMemoEntries) static_directories_.clear();
+    static_directories_.insert_or_assign(path_, now_ms);
+    return RouteKind::Static;
 }
 
 RouteKind ScriptResolver::script(std::string_view script_name, std::string_view path_info) {

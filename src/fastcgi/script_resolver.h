@@ -12,9 +12,12 @@
 #include "http/open_beneath.h"
 #include "http/request.h"
 
+#include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 namespace lepus::fastcgi {
@@ -40,8 +43,13 @@ public:
                                                   std::string& error);
 
     // Routes `request`. For Script, script_name(), path_info() and
-    // script_filename() are valid until the next call.
-    RouteKind route(const Request& request);
+    // script_filename() are valid until the next call. `now_ms` (0: never)
+    // lets a directory whose index is not a script skip the index probes for
+    // kDirectoryMemoMs, as the static handler's file cache revalidates.
+    RouteKind route(const Request& request, uint64_t now_ms = 0);
+
+    static constexpr uint64_t kDirectoryMemoMs = 1000;
+    static constexpr size_t kDirectoryMemoEntries = 1024;
     // The HTTP status for RouteKind::Error (404, 403).
     int status() const { return status_; }
     std::string_view script_name() const { return script_name_; }
@@ -56,6 +64,8 @@ private:
     // (404 for anything but a regular file, so a directory named x.php is not run).
     int check_regular_file(const std::string& rel_path, bool& is_directory);
     RouteKind script(std::string_view script_name, std::string_view path_info);
+    // RouteKind::Static, remembering path_ (a directory) as of now_ms.
+    RouteKind remember_static_directory(uint64_t now_ms);
 
     ScriptResolverOptions options_;
     std::vector<std::string_view> extension_views_;
@@ -63,6 +73,14 @@ private:
     std::string document_root_;
     std::string path_, rel_, script_name_, path_info_, script_filename_;
     int status_ = 0;
+    // Decoded directory paths routed Static, and when their indexes were
+    // probed: "/" of a PHP site with index.html costs two opens and a stat per
+    // request without it (index.php missing, index.html found).
+    struct PathHash {
+        using is_transparent = void;
+        size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+    };
+    std::unordered_map<std::string, uint64_t, PathHash, std::equal_to<>> static_directories_;
 };
 
 } // namespace lepus::fastcgi

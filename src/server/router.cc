@@ -266,7 +266,7 @@ void Router::rewrite(Exchange& exchange, SiteHandlers& site, std::string_view de
 void Router::route_request(Exchange& exchange, SiteHandlers& site, const Request& request,
                            bool rewritten) {
     if (fastcgi::ScriptResolver* scripts = site.scripts.get()) {
-        switch (scripts->route(request)) {
+        switch (scripts->route(request, exchange.now_ms)) {
         case fastcgi::RouteKind::Static:
             break;
         case fastcgi::RouteKind::Error:

@@ -45,7 +45,7 @@ protected:
         std::ofstream(root_ + "/" + name) << contents;
     }
 
-    RouteKind route(std::string_view path) {
+    RouteKind route(std::string_view path, uint64_t now_ms = 0) {
         if (!resolver_) {
             std::string error;
             resolver_ = ScriptResolver::create(options_, error);
@@ -53,7 +53,7 @@ protected:
         }
         Request request;
         request.path = path;
-        return resolver_->route(request);
+        return resolver_->route(request, now_ms);
     }
 
     lepus::test::TempDir temp_{"scripts"};
@@ -151,6 +151,24 @@ TEST(BackendAddress, Tcp) {
     for (const char* bad : {"", "9000", ":9000", "127.0.0.1", "127.0.0.1:0", "127.0.0.1:65536",
                             "127.0.0.1:90x", "host.example:9000", "[::1]9000", "/run/php.sock"})
         EXPECT_FALSE(parse_backend_address(bad)) << bad;
+}
+
+// A directory whose index is not a script is remembered for a second (the file
+// cache's revalidation interval): no index probes per request, and an
+// index.php added meanwhile takes over once the second has passed.
+TEST_F(ScriptResolverTest, StaticDirectoryIsRememberedForASecond) {
+    std::filesystem::create_directory(root_ + "/docs");
+    write("docs/index.html", "<p>docs</p>");
+    const uint64_t t0 = 5000;
+    EXPECT_EQ(route("/docs/", t0), RouteKind::Static);
+    write("docs/index.php", "<?php echo 1;");
+    EXPECT_EQ(route("/docs/", t0 + ScriptResolver::kDirectoryMemoMs - 1), RouteKind::Static);
+    EXPECT_EQ(route("/docs/", 0), RouteKind::Script); // without a time: probed every time
+    EXPECT_EQ(route("/docs/", t0 + ScriptResolver::kDirectoryMemoMs), RouteKind::Script);
+    EXPECT_EQ(resolver_->script_name(), "/docs/index.php");
+    // A Script answer is not remembered: removing the script is seen at once.
+    std::filesystem::remove(root_ + "/docs/index.php");
+    EXPECT_EQ(route("/docs/", t0 + ScriptResolver::kDirectoryMemoMs + 1), RouteKind::Static);
 }
 
 } // namespace
