@@ -91,8 +91,9 @@ public:
             std::string option = "--" + name;
             std::replace(option.begin() + 2, option.end(), '_', '-');
             out.origins[option] = position(path_, node.source());
-            if (node.is_boolean() && (option == "--compress" || option == "--defer-accept" ||
-                                      option == "--http2" || option == "--h2c")) {
+            if (node.is_boolean() &&
+                (option == "--compress" || option == "--defer-accept" || option == "--http2" ||
+                 option == "--h2c" || option == "--pin")) {
                 // Options that take on|off: `compress = false` means off.
                 out.arguments.push_back(option);
                 out.arguments.emplace_back(*node.value<bool>() ? "on" : "off");

@@ -169,8 +169,8 @@ struct OptionTexts {
     std::string fastcgi_queue_timeout, fastcgi_timeout, fastcgi_idle_timeout;
     std::string max_body_size, dotfiles = "deny", accept = "auto", io = "epoll";
     std::string defer_accept = "on", compress = "on", symlinks = "beneath";
-    std::string http2 = "on", h2c = "on";
-    bool no_pin = false;
+    std::string http2 = "on", h2c = "on", pin = "off";
+    bool no_pin = false; // the older spelling of --pin off, kept
     ProxyOptionTexts proxy;
 };
 
@@ -195,7 +195,15 @@ void add_listening_options(CLI::App& app, ServerOptions& options, OptionTexts& t
     app.option_defaults()->group(kProcess);
     app.add_option("--threads", options.threads, "Reactor threads (default: online cores)")
         ->check(CLI::Range(1u, 1024u));
-    app.add_flag("--no-pin", no_pin, "Do not pin reactor threads to cores");
+    // Off by default: with the cores shared (a load generator, php-fpm, a
+    // database) pinned reactors lost 25-30% of their req/s in lepus-bench's
+    // unpinned rounds, and alone on its cores lepus gains nothing measurable
+    // from pinning (docs/BENCHMARKS.md, issue 15).
+    app.add_option("--pin", texts.pin,
+                   "on: pin reactor thread i to core i (for cores lepus has to itself); off")
+        ->capture_default_str()
+        ->check(CLI::IsMember({"on", "off"}));
+    app.add_flag("--no-pin", no_pin, "Do not pin reactor threads to cores (as --pin off)");
     app.add_option("--accept", accept,
                    "auto, acceptor (one thread hands off) or reuseport (each reactor accepts)")
         ->capture_default_str()
@@ -431,7 +439,7 @@ std::string finish_options(const CLI::App& app, ServerOptions& options, const Op
                  {&fastcgi_timeout, &options.fastcgi_timeout_ms},
                  {&fastcgi_idle_timeout, &options.fastcgi_idle_timeout_ms}},
                 {{&max_body_size, &options.max_body_size}});
-    options.pin_threads = !texts.no_pin;
+    options.pin_threads = texts.pin == "on" && !texts.no_pin;
     std::vector<Cidr> trusted;
     std::string ignored; // checked by the validator
     for (const std::string& text : options.real_ip_from)

@@ -26,7 +26,7 @@ struct ServerOptions {
     std::string root = ".";
     std::vector<std::string> listen = {"8080"}; // IPv4 and IPv6 ([::] dual-stack)
     unsigned threads = 0;                       // 0: one reactor per online core
-    bool pin_threads = true;
+    bool pin_threads = false;                   // --pin on
     AcceptMode accept_mode = AcceptMode::Auto;
     IoBackend io = IoBackend::Epoll; // uring falls back to epoll where refused
     int backlog = 4096;

@@ -315,7 +315,8 @@ int Server::run() {
     for (const std::string& url : s.urls)
         std::printf("lepus: serving %s on %s\n", s.options.root.c_str(), url.c_str());
     std::fflush(stdout);
-    log_info("lepus started: %u reactor threads, %s, max %lld connections; accept: %s", s.threads,
+    log_info("lepus started: %u reactor threads (%s), %s, max %lld connections; accept: %s",
+             s.threads, s.options.pin_threads ? "pinned to cores, --pin on" : "not pinned",
              io_backend_name(s.io), static_cast<long long>(s.max_connections),
              s.accept_reason.c_str());
     notify_service_manager("READY=1");

@@ -4,7 +4,7 @@
 // Threads: the main thread waits for signals (SIGTERM/SIGINT stop, SIGUSR1
 // reopens the logs, SIGHUP reloads the configuration); one acceptor thread
 // (unless --accept reuseport); one reactor thread per --threads, pinned to a
-// core each unless --no-pin; one back-end thread per log file.
+// core each with --pin on; one back-end thread per log file.
 #pragma once
 
 #include "server/options.h"

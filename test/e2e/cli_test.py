@@ -9,6 +9,7 @@ import shutil
 import socket
 import subprocess
 import tempfile
+import time
 import unittest
 
 import harness
@@ -85,7 +86,7 @@ class CommandLine(unittest.TestCase):
 
     def test_choices(self):
         for flag, value in (("--log-level", "loud"), ("--dotfiles", "maybe"),
-                            ("--accept", "sideways")):
+                            ("--accept", "sideways"), ("--pin", "maybe")):
             with self.subTest(flag=flag):
                 self.assert_usage_error([flag, value], flag, value)
 
@@ -226,6 +227,58 @@ class CommandLine(unittest.TestCase):
 
 
 @unittest.skipUnless(BINARY, "LEPUS_BINARY is not set")
+def thread_cpu_lists(pid):
+    """Each thread's allowed CPUs (Cpus_allowed_list of /proc/PID/task/*/status)."""
+    lists = []
+    for tid in os.listdir("/proc/%d/task" % pid):
+        with open("/proc/%d/task/%s/status" % (pid, tid)) as f:
+            for line in f:
+                if line.startswith("Cpus_allowed_list:"):
+                    lists.append(line.split(":", 1)[1].strip())
+    return lists
+
+
+class Pinning(unittest.TestCase):
+    """--pin: off by default (the kernel places the reactors), on pins reactor i
+    to core i; the start-up line says which (issue 15)."""
+
+    def start_line(self, server):
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            for line in server.error_log_text().splitlines():
+                if "lepus started" in line:
+                    return line
+            time.sleep(0.05)
+        self.fail("no start-up line in the error log")
+
+    def test_default_leaves_the_reactors_to_the_kernel(self):
+        server = Lepus(["--threads", "2"])
+        try:
+            self.assertIn("(not pinned)", self.start_line(server))
+            everything = thread_cpu_lists(server.proc.pid)
+            self.assertEqual(len(set(everything)), 1, everything)  # no thread narrowed
+        finally:
+            server.stop(self)
+
+    @unittest.skipUnless(os.cpu_count() and os.cpu_count() >= 2, "needs two cores")
+    def test_pin_on_pins_reactor_threads_to_cores(self):
+        for args in (["--pin", "on"], ["--pin", "on", "--no-pin"]):
+            with self.subTest(args=args):
+                server = Lepus(["--threads", "2"] + args)
+                try:
+                    line = self.start_line(server)
+                    lists = thread_cpu_lists(server.proc.pid)
+                    if "--no-pin" in args:  # the older spelling wins: not pinned
+                        self.assertIn("(not pinned)", line)
+                        self.assertEqual(len(set(lists)), 1, lists)
+                    else:
+                        self.assertIn("(pinned to cores, --pin on)", line)
+                        self.assertIn("0", lists)
+                        self.assertIn("1", lists)
+                finally:
+                    server.stop(self)
+
+
 class ListOptions(unittest.TestCase):
     """A list option takes one value per occurrence, or a comma-separated list:
     `cd site-b && lepus --index a.html ../site-a` serves site-a (it served the
