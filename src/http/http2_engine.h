@@ -89,6 +89,8 @@ private:
 
     // Reading: the transport into nghttp2; false: the connection is over.
     bool read_input();
+    // Reads and drops what the client sent, before an orderly close.
+    void discard_input();
     // nghttp2_session_mem_recv, a frame at a time (see the .cc); false: over.
     bool feed(const char* data, size_t size);
     // Writing: nghttp2's frames out; false on a transport error.
