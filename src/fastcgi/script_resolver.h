@@ -8,6 +8,7 @@
 // not exist, so lepus answers 404 and php-fpm never hears of it.
 #pragma once
 
+#include "base/string_hash.h"
 #include "base/unique_fd.h"
 #include "http/open_beneath.h"
 #include "http/request.h"
@@ -76,11 +77,7 @@ private:
     // Decoded directory paths routed Static, and when their indexes were
     // probed: "/" of a PHP site with index.html costs two opens and a stat per
     // request without it (index.php missing, index.html found).
-    struct PathHash {
-        using is_transparent = void;
-        size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
-    };
-    std::unordered_map<std::string, uint64_t, PathHash, std::equal_to<>> static_directories_;
+    std::unordered_map<std::string, uint64_t, StringHash, std::equal_to<>> static_directories_;
 };
 
 } // namespace lepus::fastcgi

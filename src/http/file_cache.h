@@ -6,6 +6,7 @@
 // Single-threaded by design (one cache per reactor): no locks, plain refcounts.
 #pragma once
 
+#include "base/string_hash.h"
 #include "base/unique_fd.h"
 #include "http/http_date.h"
 
@@ -135,11 +136,6 @@ public:
     uint64_t evictions() const { return evictions_; }
 
 private:
-    struct Hash {
-        using is_transparent = void;
-        size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
-    };
-
     bool still_valid(const CachedFile& file) const;
     void remove(CachedFile* file);
     void link_front(CachedFile* file);
@@ -148,7 +144,7 @@ private:
     int root_fd_;
     size_t capacity_;
     uint32_t revalidate_ms_;
-    std::unordered_map<std::string_view, CachedFile*, Hash, std::equal_to<>>
+    std::unordered_map<std::string_view, CachedFile*, StringHash, std::equal_to<>>
         map_;                        // keys view file->key
     CachedFile* lru_head_ = nullptr; // most recently used
     CachedFile* lru_tail_ = nullptr;

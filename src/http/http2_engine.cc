@@ -131,9 +131,15 @@ void head_to_fields(int status, std::string_view head, std::string& text,
 
 } // namespace
 
+// Scratch space reused for every response's header block.
 struct Http2Engine::HeadFields {
     std::string text;
     std::vector<nghttp2_nv> fields;
+
+    const std::vector<nghttp2_nv>& build(int status, std::string_view head) {
+        head_to_fields(status, head, text, fields);
+        return fields;
+    }
 };
 
 // nghttp2's callbacks, with access to the engine.
@@ -318,7 +324,7 @@ struct Http2Callbacks {
     // A file DATA frame read_body announced with NO_COPY: its 9-byte header,
     // then `length` bytes of the file read into the output. No padding is
     // ever asked for, so frame->data.padlen is 0.
-    static int send_file_data(nghttp2_session*, nghttp2_frame* frame, const uint8_t* header,
+    static int send_file_data(nghttp2_session*, nghttp2_frame*, const uint8_t* header,
                               size_t length, nghttp2_data_source* source, void* user_data) {
         Http2Engine& self = engine(user_data);
         Http2Stream& stream = *static_cast<Http2Stream*>(source->ptr);
@@ -341,7 +347,6 @@ struct Http2Callbacks {
             }
             have += size_t(got);
         }
-        (void)frame;
         return 0;
     }
 };
@@ -692,8 +697,7 @@ void Http2Engine::submit_response(Http2Stream& stream) {
     Exchange& exchange = stream.exchange;
     const Response& response = exchange.response;
     stream.status = response.status;
-    std::vector<nghttp2_nv>& nva = head_fields_->fields;
-    head_to_fields(response.status, response.head, head_fields_->text, nva);
+    const std::vector<nghttp2_nv>& nva = head_fields_->build(response.status, response.head);
     stream.submitted = true;
     stream.accounted = true;
     context_.handler.account(exchange, response.status, response.body_bytes());
@@ -739,8 +743,7 @@ void Http2Engine::submit_stream_head(Http2Stream& stream) {
     }
     response.head.append("\r\n");
     stream.status = status;
-    std::vector<nghttp2_nv>& nva = head_fields_->fields;
-    head_to_fields(status, response.head, head_fields_->text, nva);
+    const std::vector<nghttp2_nv>& nva = head_fields_->build(status, response.head);
     stream.submitted = true;
     if (no_body) {
         // The backend's body (if any) drains into its pool when the stream is let go.

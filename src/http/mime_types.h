@@ -3,6 +3,8 @@
 // then immutable and shared read-only by every reactor thread (no locks needed).
 #pragma once
 
+#include "base/string_hash.h"
+
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -32,14 +34,9 @@ public:
     size_t size() const { return types_.size(); }
 
 private:
-    // Hash and equality that accept string_view keys without building a string.
-    struct Hash {
-        using is_transparent = void;
-        size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
-    };
     void add(std::string_view extension, std::string_view type);
 
-    std::unordered_map<std::string, std::string, Hash, std::equal_to<>> types_;
+    std::unordered_map<std::string, std::string, StringHash, std::equal_to<>> types_;
 };
 
 } // namespace lepus

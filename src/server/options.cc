@@ -196,7 +196,7 @@ void add_listening_options(CLI::App& app, ServerOptions& options, OptionTexts& t
     app.add_option("--threads", options.threads, "Reactor threads (default: online cores)")
         ->check(CLI::Range(1u, 1024u));
     // Off by default: with the cores shared (a load generator, php-fpm, a
-    // database) pinned reactors lost 25-30% of their req/s in lepus-bench's
+    // database) pinned reactors lost 23-33% of their req/s in lepus-bench's
     // unpinned rounds, and alone on its cores lepus gains nothing measurable
     // from pinning (docs/BENCHMARKS.md, issue 15).
     app.add_option("--pin", texts.pin,
