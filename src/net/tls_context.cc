@@ -174,9 +174,9 @@ SSL_CTX* make_context(const TlsSettings& settings, std::string& error) {
                                 // NOLINTNEXTLINE(performance-no-int-to-ptr)
                                 reinterpret_cast<void*>(intptr_t(max_version)));
     // RELEASE_BUFFERS: an idle connection gives its 34 KiB of record buffers
-    // back. ACCEPT_MOVING_WRITE_BUFFER: a write retried after WANT_WRITE may
-    // come from another buffer (the transport's scratch space).
-    SSL_CTX_set_mode(context, SSL_MODE_RELEASE_BUFFERS | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
+    // back. (No write is ever retried: the transport gathers records in a
+    // BIO that takes everything.)
+    SSL_CTX_set_mode(context, SSL_MODE_RELEASE_BUFFERS);
     // Read what the socket has in one read(), not a record header at a time.
     SSL_CTX_set_read_ahead(context, 1);
     if (SSL_CTX_set_cipher_list(context, settings.ciphers.c_str()) != 1 ||

@@ -9,6 +9,7 @@
 #include <openssl/err.h>
 #include <sys/socket.h>
 #include <unistd.h>
+#include <utility>
 
 namespace lepus {
 namespace {
@@ -22,6 +23,64 @@ constexpr size_t kFileBytesPerCall = 16 * TlsTransport::kRecordSize;
 char* record_buffer() {
     alignas(64) static thread_local char buffer[TlsTransport::kRecordSize];
     return buffer;
+}
+
+// Records OpenSSL writes after the handshake, gathered for one send(): one
+// per reactor thread. Every TlsTransport call that enters OpenSSL sends or
+// moves what it gathered before it returns, so the buffer is always empty
+// between calls and never holds another connection's bytes.
+std::string& gathered() {
+    static thread_local std::string buffer;
+    return buffer;
+}
+
+// The BIO under OpenSSL's writes after the handshake: it appends to
+// gathered() and never blocks, so SSL_write never answers WANT_WRITE.
+int gather_write(BIO*, const char* data, size_t length, size_t* written) {
+    gathered().append(data, length);
+    *written = length;
+    return 1;
+}
+
+long gather_control(BIO*, int command, long, void*) {
+    // A flush succeeds (the transport sends); every other question
+    // (kTLS, pending bytes, EOF) has the answer "no".
+    return command == BIO_CTRL_FLUSH ? 1 : 0;
+}
+
+int gather_create(BIO* bio) {
+    BIO_set_init(bio, 1);
+    return 1;
+}
+
+BIO* new_gathering_bio() {
+    static BIO_METHOD* method = [] {
+        BIO_METHOD* made =
+            BIO_meth_new(BIO_get_new_index() | BIO_TYPE_SOURCE_SINK, "lepus record gatherer");
+        BIO_meth_set_write_ex(made, gather_write);
+        BIO_meth_set_ctrl(made, gather_control);
+        BIO_meth_set_create(made, gather_create);
+        return made;
+    }();
+    return BIO_new(method);
+}
+
+// Sends as much of [data, data + length) as the socket takes: bytes sent
+// (possibly 0) or kIoError.
+ssize_t send_some(int fd, const char* data, size_t length, uint64_t& calls) {
+    size_t sent = 0;
+    while (sent < length) {
+        ++calls;
+        ssize_t n = ::send(fd, data + sent, length - sent, MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (n > 0) {
+            sent += size_t(n);
+            continue;
+        }
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
+        return kIoError;
+    }
+    return ssize_t(sent);
 }
 
 std::string_view reason_text(unsigned long code) {
@@ -64,12 +123,14 @@ void TlsTransport::close() {
     // Without it a client that reads to the end (ab, HTTP/1.0 without
     // keepalive) sees a truncation attack and counts the response as failed.
     // Best effort on a non-blocking socket; never after a fatal error, where
-    // OpenSSL forbids SSL_shutdown, nor over a record still half-sent.
-    if (ssl_ && handshake_done_ && !broken_ && !shut_down_ && pending_ == 0) {
+    // OpenSSL forbids SSL_shutdown, nor behind records still waiting.
+    if (ssl_ && handshake_done_ && !broken_ && !shut_down_ && held_.empty()) {
         ERR_clear_error();
         SSL_shutdown(ssl_);
         ERR_clear_error();
+        push_gathered();
     }
+    gathered().clear();
     SSL_free(ssl_);
     ssl_ = nullptr;
     fd_.reset();
@@ -89,6 +150,10 @@ ssize_t TlsTransport::handshake() {
     int result = SSL_do_handshake(ssl_);
     if (result == 1) {
         handshake_done_ = true;
+        // From here on records are gathered and sent in batches. The
+        // handshake itself wrote straight to the socket: OpenSSL buffers
+        // and flushes its flights on its own.
+        if (BIO* gather = new_gathering_bio()) SSL_set0_wbio(ssl_, gather);
         TlsCounters::bump(counters_.handshakes);
         if (SSL_session_reused(ssl_)) TlsCounters::bump(counters_.resumed);
         if (protocol_out_) *protocol_out_ = protocol();
@@ -157,6 +222,17 @@ ssize_t TlsTransport::read(char* buffer, size_t size) {
     if (!ssl_) return (errno = ENOTCONN), kIoError;
     if (!handshake_done_)
         if (ssize_t done = handshake(); done != 1) return done;
+    // An EPOLLOUT edge for records OpenSSL wrote on its own comes through
+    // here; records that carry the engine's bytes wait for its next write,
+    // which reports them.
+    if (!held_.empty() && held_plain_ == 0 && flush_held() == kIoError) return kIoError;
+    ssize_t got = read_records(buffer, size);
+    // SSL_read may have written (a key update's answer, an alert).
+    if (!push_gathered() && got == kIoAgain) return kIoError;
+    return got;
+}
+
+ssize_t TlsTransport::read_records(char* buffer, size_t size) {
     size_t got = 0;
     while (got < size) {
         size_t n = 0;
@@ -181,28 +257,72 @@ ssize_t TlsTransport::read(char* buffer, size_t size) {
     return got > 0 ? ssize_t(got) : kIoAgain;
 }
 
-ssize_t TlsTransport::write_record(const char* data, size_t length) {
+ssize_t TlsTransport::seal(const char* data, size_t length) {
     size_t written = 0;
     ERR_clear_error();
+    // The gathering BIO takes everything: success, or a fatal error.
     int result = SSL_write_ex(ssl_, data, length, &written);
-    if (result == 1) {
-        pending_ = 0;
-        sent_ += length;
-        return ssize_t(length);
-    }
-    int error = SSL_get_error(ssl_, result);
-    if (error == SSL_ERROR_WANT_WRITE || error == SSL_ERROR_WANT_READ) {
-        // OpenSSL holds the encrypted record; the retry must ask for the same length.
-        pending_ = length;
-        return kIoAgain;
-    }
-    return io_failed(error);
+    if (result != 1) return io_failed(SSL_get_error(ssl_, result));
+    sent_ += length;
+    return ssize_t(length);
 }
 
-ssize_t TlsTransport::finish_pending() {
-    // ACCEPT_MOVING_WRITE_BUFFER: OpenSSL only flushes what it encrypted,
-    // so any buffer of the same length does.
-    return write_record(record_buffer(), pending_);
+ssize_t TlsTransport::ship(size_t plaintext) {
+    std::string& out = gathered();
+    ssize_t n = send_some(fd_.get(), out.data(), out.size(), record_sends_);
+    if (n == kIoError) {
+        out.clear();
+        broken_ = true;
+        return kIoError;
+    }
+    if (size_t(n) < out.size()) {
+        held_.assign(out, size_t(n));
+        held_plain_ = plaintext;
+    }
+    out.clear();
+    return held_.empty() ? 1 : kIoAgain;
+}
+
+ssize_t TlsTransport::flush_held() {
+    ssize_t n = send_some(fd_.get(), held_.data(), held_.size(), record_sends_);
+    if (n == kIoError) {
+        broken_ = true;
+        return kIoError;
+    }
+    held_.erase(0, size_t(n));
+    if (!held_.empty()) return kIoAgain;
+    std::string().swap(held_); // an idle connection keeps no buffer
+    return 1;
+}
+
+ssize_t TlsTransport::finish_held(size_t offered) {
+    if (held_plain_ == 0 && held_.empty()) return 0;
+    if (!held_.empty())
+        if (ssize_t flushed = flush_held(); flushed != 1) return flushed;
+    // The caller offers the held plaintext again (it was told nothing was
+    // taken): it is sent now, so say so; never more than it offers.
+    size_t plaintext = std::min(held_plain_, offered);
+    held_plain_ -= plaintext;
+    return ssize_t(plaintext);
+}
+
+bool TlsTransport::push_gathered() {
+    std::string& out = gathered();
+    if (out.empty()) return true;
+    if (held_.empty()) {
+        ssize_t n = send_some(fd_.get(), out.data(), out.size(), record_sends_);
+        if (n == kIoError) {
+            out.clear();
+            broken_ = true;
+            return false;
+        }
+        held_.assign(out, size_t(n));
+    } else {
+        held_.append(out); // behind what waits already, in order
+    }
+    out.clear();
+    if (held_.empty()) std::string().swap(held_);
+    return true;
 }
 
 ssize_t TlsTransport::writev(const iovec* iov, int count, bool more) {
@@ -210,8 +330,12 @@ ssize_t TlsTransport::writev(const iovec* iov, int count, bool more) {
     if (!ssl_) return (errno = ENOTCONN), kIoError;
     if (!handshake_done_)
         if (ssize_t done = handshake(); done != 1) return done;
-    if (pending_ > 0) return finish_pending();
+    size_t offered = 0;
+    for (int i = 0; i < count; ++i)
+        offered += iov[i].iov_len;
+    if (ssize_t held = finish_held(offered); held != 0) return held;
     size_t total = 0;
+    size_t batch = 0; // plaintext gathered, not yet sent
     int index = 0;
     size_t offset = 0; // into iov[index]
     for (;;) {
@@ -219,7 +343,13 @@ ssize_t TlsTransport::writev(const iovec* iov, int count, bool more) {
             ++index;
             offset = 0;
         }
-        if (index == count) return ssize_t(total);
+        if (index == count || batch >= kBatchBytes) {
+            if (batch == 0) return ssize_t(total);
+            ssize_t shipped = ship(batch);
+            if (shipped != 1) return shipped == kIoAgain && total > 0 ? ssize_t(total) : shipped;
+            total += std::exchange(batch, 0);
+            continue;
+        }
         const char* data = static_cast<const char*>(iov[index].iov_base) + offset;
         size_t length = iov[index].iov_len - offset;
         size_t limit = record_limit();
@@ -239,9 +369,8 @@ ssize_t TlsTransport::writev(const iovec* iov, int count, bool more) {
             length = filled;
         }
         length = std::min(length, limit);
-        ssize_t n = write_record(data, length);
-        if (n < 0) return n == kIoAgain && total > 0 ? ssize_t(total) : n;
-        total += length;
+        if (seal(data, length) < 0) return discard_gathered();
+        batch += length;
         // Advance over `length` bytes of the vector.
         for (size_t left = length; left > 0;) {
             size_t step = std::min(left, iov[index].iov_len - offset);
@@ -258,20 +387,41 @@ ssize_t TlsTransport::writev(const iovec* iov, int count, bool more) {
 ssize_t TlsTransport::send_file(int file_fd, uint64_t offset, size_t length) {
     want_write_ = false;
     if (!ssl_) return (errno = ENOTCONN), kIoError;
-    if (pending_ > 0) return finish_pending();
+    if (ssize_t held = finish_held(length); held != 0) return held;
     size_t total = 0;
+    size_t batch = 0; // plaintext gathered, not yet sent
     char* record = record_buffer();
-    while (total < length && total < kFileBytesPerCall) {
-        size_t chunk = std::min(length - total, record_limit());
-        ssize_t n = ::pread(file_fd, record, chunk, off_t(offset + total));
+    bool ended = false; // the file ended early
+    while (!ended && total + batch < length && total + batch < kFileBytesPerCall) {
+        size_t at = total + batch;
+        size_t chunk = std::min(length - at, record_limit());
+        ssize_t n = ::pread(file_fd, record, chunk, off_t(offset + at));
         if (n < 0 && errno == EINTR) continue;
-        if (n < 0) return total > 0 ? ssize_t(total) : kIoError;
-        if (n == 0) return ssize_t(total); // the file ended early
-        ssize_t written = write_record(record, size_t(n));
-        if (written < 0) return written == kIoAgain && total > 0 ? ssize_t(total) : written;
-        total += size_t(n);
+        if (n < 0 && batch + total == 0) return discard_gathered();
+        if (n <= 0) {
+            ended = true; // send what was read; a read error shows on the next call
+            break;
+        }
+        if (seal(record, size_t(n)) < 0) return discard_gathered();
+        batch += size_t(n);
+        if (batch >= kBatchBytes) {
+            ssize_t shipped = ship(batch);
+            if (shipped != 1) return shipped == kIoAgain && total > 0 ? ssize_t(total) : shipped;
+            total += std::exchange(batch, 0);
+        }
+    }
+    if (batch > 0) {
+        ssize_t shipped = ship(batch);
+        if (shipped != 1) return shipped == kIoAgain && total > 0 ? ssize_t(total) : shipped;
+        total += batch;
     }
     return ssize_t(total);
+}
+
+ssize_t TlsTransport::discard_gathered() {
+    // Records of a failed call never leave: the connection is broken.
+    gathered().clear();
+    return kIoError;
 }
 
 void TlsTransport::shutdown_write() {
@@ -279,6 +429,7 @@ void TlsTransport::shutdown_write() {
         ERR_clear_error();
         SSL_shutdown(ssl_); // close_notify (RFC 8446 §6.1); the socket may refuse it
         ERR_clear_error();
+        push_gathered();
         shut_down_ = true;
     }
     ::shutdown(fd_.get(), SHUT_WR);
@@ -295,9 +446,9 @@ bool TlsTransport::peer_left() {
     size_t peeked = 0;
     ERR_clear_error();
     int result = SSL_peek_ex(ssl_, &byte, 1, &peeked);
-    if (result == 1) return false;
-    bool closed = SSL_get_error(ssl_, result) == SSL_ERROR_ZERO_RETURN;
+    bool closed = result != 1 && SSL_get_error(ssl_, result) == SSL_ERROR_ZERO_RETURN;
     ERR_clear_error();
+    push_gathered(); // SSL_peek may have answered a key update
     return closed;
 }
 

@@ -9,9 +9,16 @@
 // - read() keeps calling SSL_read until the caller's buffer is full or the
 //   socket is drained, so Transport's "a short read drained everything"
 //   contract holds even though OpenSSL hands out one record at a time.
-// - Writes go out in records of at most 16 KiB; a record that met EAGAIN is
-//   finished first on the next call (OpenSSL needs the same length again,
-//   and the caller offers the same bytes since it was told nothing was taken).
+// - Writes go out in records of at most 16 KiB, but not a send() each: after
+//   the handshake OpenSSL writes its records into a per-thread gathering
+//   buffer (a BIO of ours, as h2o gathers records before one write), and up
+//   to kBatchBytes of plaintext leave in one send(). A 100 KiB response is
+//   two system calls instead of seven, and its segments are larger.
+// - Bytes the socket refused stay here (held_), already encrypted, and the
+//   plaintext they carry is not reported as written: the caller offers the
+//   same bytes again, as for any kIoAgain, and the next call sends the held
+//   records first and only then reports them. Nothing the engine believes
+//   sent is ever in user space, so the engines need no flush call.
 // - send_file(): no kTLS on kernels without the `tls` ULP, so the file is
 //   read with pread into a per-thread buffer and written as records.
 // - A plain HTTP request on the TLS port gets a 400 with one line of
@@ -25,6 +32,7 @@
 #include <atomic>
 #include <cstdint>
 #include <openssl/ssl.h>
+#include <string>
 #include <string_view>
 
 namespace lepus {
@@ -63,7 +71,12 @@ public:
     void shutdown_write() override;
     bool peer_left() override;
     int fd() const override { return fd_.get(); }
-    bool wants_write() const override { return want_write_; }
+    // Also while records that OpenSSL wrote on its own (a key update, an
+    // alert) wait in held_ for the socket. (Records that carry the engine's
+    // bytes wait for its own next write: it was told kIoAgain.)
+    bool wants_write() const override {
+        return want_write_ || (!held_.empty() && held_plain_ == 0);
+    }
 
     // Frees the TLS state and closes the socket now.
     void close();
@@ -71,6 +84,9 @@ public:
     std::string_view protocol() const;
     std::string_view cipher() const;
     bool handshake_done() const { return handshake_done_; }
+    // send() calls that carried records after the handshake (for tests: the
+    // records of one write leave together).
+    uint64_t record_sends() const { return record_sends_; }
     // When the handshake completes, protocol() and cipher() are also stored
     // here (e.g. the connection's CGI SSL_PROTOCOL and SSL_CIPHER), before the
     // first request is read. Both must outlive the transport.
@@ -92,6 +108,10 @@ public:
     // congestion window (h2o starts with small records for the same reason).
     static constexpr size_t kSmallRecordSize = 1400;
     static constexpr uint64_t kSmallRecordBytes = 16384; // how many bytes go that way
+    // The most plaintext gathered for one send(): four full records. Larger
+    // batches save little more and, when the socket refuses part of one, copy
+    // more into held_.
+    static constexpr size_t kBatchBytes = 4 * kRecordSize;
 
 private:
     // 1 when the handshake is done, else kIoAgain or kIoError.
@@ -99,10 +119,27 @@ private:
     ssize_t handshake_failed(int ssl_error);
     // Drains the socket and answers the plain HTTP request with a 400.
     void answer_plain_http();
-    // One SSL_write of `length` bytes: `length`, kIoAgain (pending_ set) or kIoError.
-    ssize_t write_record(const char* data, size_t length);
-    // A record left by EAGAIN: its length (now sent), kIoAgain or kIoError.
-    ssize_t finish_pending();
+    // SSL_read until `size` bytes or the socket is drained (read()'s core).
+    ssize_t read_records(char* buffer, size_t size);
+    // Drops what a failed call gathered; returns kIoError.
+    ssize_t discard_gathered();
+    // Encrypts one record of `length` bytes into the gathering buffer:
+    // `length` or kIoError.
+    ssize_t seal(const char* data, size_t length);
+    // Sends the gathered records that carry `plaintext` bytes: 1 when all
+    // went, kIoAgain when the socket refused some (they move to held_, and
+    // held_plain_ = plaintext), or kIoError.
+    ssize_t ship(size_t plaintext);
+    // Sends held_: 1 when it is empty now, kIoAgain or kIoError.
+    ssize_t flush_held();
+    // Before new records are made: held_ must be gone. 0 to go on; else the
+    // result to return (the held plaintext, now sent, at most `offered`;
+    // kIoAgain or kIoError).
+    ssize_t finish_held(size_t offered);
+    // After an OpenSSL call that may have written on its own (SSL_read,
+    // SSL_peek, SSL_shutdown): sends what it gathered, behind held_. False
+    // when the socket is broken.
+    bool push_gathered();
     // errno for an SSL_ERROR_* that ends the connection; returns kIoError.
     ssize_t io_failed(int ssl_error);
     // The most plaintext the next record may carry.
@@ -117,8 +154,10 @@ private:
     std::string_view* protocol_out_ = nullptr;
     std::string_view* cipher_out_ = nullptr;
     bool* alpn_h2_out_ = nullptr;
-    size_t pending_ = 0;     // bytes of a record SSL_write must be called for again
-    uint64_t sent_ = 0;      // plaintext bytes written, for record_limit()
+    std::string held_;      // encrypted records the socket has not taken yet
+    size_t held_plain_ = 0; // the plaintext in held_ not yet reported as written
+    uint64_t sent_ = 0;     // plaintext bytes written, for record_limit()
+    uint64_t record_sends_ = 0;
     bool broken_ = false;    // a fatal error: no close_notify (OpenSSL forbids SSL_shutdown)
     bool shut_down_ = false; // close_notify already sent
     bool handshake_done_ = false;
