@@ -62,8 +62,7 @@ Http2Output::Status Http2Output::write(Transport& transport) {
             // The frame's length is promised: it can be neither finished nor
             // taken back. Frames stop here, and the connection with them.
             file_error_ = n == 0 ? EIO : errno;
-            failed_path_ = segment.file ? segment.file->rel_path : std::string();
-            return Status::FileEnded;
+            return Status::FileEnded; // the segment stays, for failed_path()
         }
         if (n < 0) return Status::Error;
         segment_sent_ += uint64_t(n);
@@ -76,6 +75,11 @@ Http2Output::Status Http2Output::write(Transport& transport) {
     }
     clear();
     return Status::Done;
+}
+
+std::string_view Http2Output::failed_path() const {
+    if (next_segment_ >= segments_.size() || !segments_[next_segment_].file) return {};
+    return segments_[next_segment_].file->rel_path;
 }
 
 void Http2Output::clear() {

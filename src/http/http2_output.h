@@ -59,7 +59,7 @@ public:
     // After FileEnded: the errno value (EIO for a file that shrank) and the
     // file's path relative to the root, for the error log.
     int file_error() const { return file_error_; }
-    std::string_view failed_path() const { return failed_path_; }
+    std::string_view failed_path() const;
 
     // Drops what is queued (the connection closes), releasing the files.
     void clear();
@@ -87,7 +87,6 @@ private:
     uint64_t segment_sent_ = 0; // of segments_[next_segment_]
     uint64_t pending_ = 0;
     int file_error_ = 0;
-    std::string failed_path_;
 };
 
 } // namespace lepus
