@@ -516,6 +516,7 @@ bool Http2Engine::feed(const char* data, size_t size) {
 }
 
 bool Http2Engine::write_output() {
+    if (output_broken_) return false;
     for (;;) {
         if (output_.empty()) {
             // Frames from nghttp2, gathered into one batch of up to 64 KiB
@@ -550,6 +551,8 @@ bool Http2Engine::write_output() {
             // (not even GOAWAY) can follow it, only the end of the connection.
             report_internal_error("sendfile for an HTTP/2 response", output_.failed_path(),
                                   output_.file_error());
+            output_broken_ = true;
+            output_.release();
             return false;
         }
     }

@@ -96,7 +96,9 @@ private:
     void discard_input();
     // nghttp2_session_mem_recv, a frame at a time (see the .cc); false: over.
     bool feed(const char* data, size_t size);
-    // Writing: nghttp2's frames out; false on a transport error.
+    // Writing: nghttp2's frames out; false on a transport error or a file
+    // that ended under its frames (then for good: on_shutdown and on_deadline
+    // write too, and the close comes at the next drive).
     bool write_output();
     // Streams whose backend made progress: heads, body bytes, failures.
     void poll_streams();
@@ -151,6 +153,7 @@ private:
     bool peer_shut_ = false; // the poller saw the client's FIN (EPOLLRDHUP)
     bool draining_ = false;
     bool closed_ = false;
+    bool output_broken_ = false; // a DATA frame was cut short: nothing more may follow
 };
 
 } // namespace lepus
