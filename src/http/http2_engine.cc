@@ -4,12 +4,10 @@
 #include "log/error_log.h"
 
 #include <algorithm>
-#include <cerrno>
 #include <charconv>
 #include <cstring>
 #include <nghttp2/nghttp2.h>
 #include <optional>
-#include <unistd.h>
 #include <vector>
 
 namespace lepus {
@@ -54,7 +52,7 @@ struct Http2Stream {
     bool accounted = false;
     int status = 0;
     uint64_t body_sent = 0;
-    uint64_t file_at = 0; // where send_file_data preads the DATA frame read_body announced
+    uint64_t file_at = 0; // the file offset of the DATA frame read_body announced
 };
 
 namespace {
@@ -308,9 +306,9 @@ struct Http2Callbacks {
             n = std::min<uint64_t>(length, response.body.size() - stream.body_sent);
             std::memcpy(buffer, response.body.data() + stream.body_sent, n);
         } else if (response.file_fd >= 0) {
-            // NO_COPY: send_file_data reads the bytes straight into the
-            // connection's output after the frame header, not through nghttp2's
-            // buffer (one copy less per byte).
+            // NO_COPY: send_file_data queues the frame itself, its payload
+            // sent from the file (plain TCP) or read straight into the
+            // connection's output (TLS), never through nghttp2's buffer.
             uint64_t done = stream.body_sent - response.body.size();
             n = std::min<uint64_t>(length, response.file_length - done);
             stream.file_at = response.file_offset + done;
@@ -322,32 +320,32 @@ struct Http2Callbacks {
     }
 
     // A file DATA frame read_body announced with NO_COPY: its 9-byte header,
-    // then `length` bytes of the file read into the output. No padding is
-    // ever asked for, so frame->data.padlen is 0.
+    // then `length` bytes of the file. No padding is ever asked for, so
+    // frame->data.padlen is 0. On plain TCP the payload stays in the file for
+    // write_output's sendfile; the segment holds a FileRef of its own, as the
+    // stream may close before the bytes leave (see http2_output.h). A Response
+    // with a file_fd always has the FileRef that owns it (the static handler,
+    // error pages); without one the bytes are copied now, never left to an fd
+    // nobody keeps open.
     static int send_file_data(nghttp2_session*, nghttp2_frame*, const uint8_t* header,
                               size_t length, nghttp2_data_source* source, void* user_data) {
         Http2Engine& self = engine(user_data);
         Http2Stream& stream = *static_cast<Http2Stream*>(source->ptr);
         const Response& response = stream.exchange.response;
-        std::string& out = self.output_;
-        size_t start = out.size(); // nothing of it is written yet (write_output)
-        out.append(reinterpret_cast<const char*>(header), 9);
-        out.resize(start + 9 + length);
-        for (size_t have = 0; have < length;) {
-            ssize_t got = ::pread(response.file_fd, out.data() + start + 9 + have, length - have,
-                                  off_t(stream.file_at + have));
-            if (got < 0 && errno == EINTR) continue;
-            if (got <= 0) {
-                // The file shrank or broke under us: the stream cannot complete.
-                report_internal_error("pread for an HTTP/2 response", stream.exchange.request->path,
-                                      got < 0 ? errno : EIO);
-                out.resize(start); // the frame never was: nghttp2 resets the stream
-                self.recent_resets_[self.next_reset_++ % self.recent_resets_.size()] = stream.id;
-                return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
-            }
-            have += size_t(got);
+        std::string_view frame_header(reinterpret_cast<const char*>(header), 9);
+        if (self.transport_.zero_copy_files() && response.file) {
+            self.output_.append_file(frame_header, response.file, response.file_fd, stream.file_at,
+                                     length);
+            return 0;
         }
-        return 0;
+        int error =
+            self.output_.append_file_copy(frame_header, response.file_fd, stream.file_at, length);
+        if (error == 0) return 0;
+        // The file shrank or broke under us: the stream cannot complete.
+        report_internal_error("pread for an HTTP/2 response", stream.exchange.request->path, error);
+        // The frame never was: nghttp2 resets the stream.
+        self.recent_resets_[self.next_reset_++ % self.recent_resets_.size()] = stream.id;
+        return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
     }
 };
 
@@ -412,10 +410,9 @@ Http2Engine::Next Http2Engine::drive() {
     poll_streams();
     if (!write_output() || !open) return Next::Close;
     if (!nghttp2_session_want_read(session_) && !nghttp2_session_want_write(session_) &&
-        output_sent_ == output_.size())
+        output_.empty())
         return discard_input(), Next::Close; // GOAWAY exchanged and every stream done
-    if (draining_ && streams_.empty() && output_sent_ == output_.size())
-        return discard_input(), Next::Close;
+    if (draining_ && streams_.empty() && output_.empty()) return discard_input(), Next::Close;
     plan_deadline();
     return readable_ ? Next::Yield : Next::Wait;
 }
@@ -519,34 +516,45 @@ bool Http2Engine::feed(const char* data, size_t size) {
 }
 
 bool Http2Engine::write_output() {
+    if (output_broken_) return false;
     for (;;) {
-        if (output_sent_ == output_.size()) {
-            output_.clear();
-            output_sent_ = 0;
-            // Frames from nghttp2, gathered into one write of up to 64 KiB.
-            while (output_.size() < size_t{64} * 1024) {
+        if (output_.empty()) {
+            // Frames from nghttp2, gathered into one batch of up to 64 KiB
+            // (file payloads counted, whether copied or left in the file).
+            while (output_.pending() < uint64_t{64} * 1024) {
                 const uint8_t* data = nullptr;
                 ssize_t n = nghttp2_session_mem_send(session_, &data);
                 if (n < 0) return false;
                 if (n == 0) break;
-                output_.append(reinterpret_cast<const char*>(data), size_t(n));
+                output_.append({reinterpret_cast<const char*>(data), size_t(n)});
             }
             if (output_.empty()) {
                 write_blocked_ = false;
                 // An idle connection keeps no output buffer (up to 64 KiB).
-                if (streams_.empty()) std::string().swap(output_);
+                if (streams_.empty()) output_.release();
                 return true;
             }
         }
-        iovec iov{output_.data() + output_sent_, output_.size() - output_sent_};
-        ssize_t n = transport_.writev(&iov, 1, false);
-        if (n == kIoAgain) {
+        uint64_t before = output_.pending();
+        Http2Output::Status status = output_.write(transport_);
+        if (output_.pending() < before) last_activity_ms_ = last_write_ms_ = context_.clock.now_ms;
+        switch (status) {
+        case Http2Output::Status::Done:
+            continue;
+        case Http2Output::Status::Again:
             write_blocked_ = true;
             return true;
+        case Http2Output::Status::Error:
+            return false;
+        case Http2Output::Status::FileEnded:
+            // Part of a DATA frame is out and the rest cannot come: no frame
+            // (not even GOAWAY) can follow it, only the end of the connection.
+            report_internal_error("sendfile for an HTTP/2 response", output_.failed_path(),
+                                  output_.file_error());
+            output_broken_ = true;
+            output_.release();
+            return false;
         }
-        if (n < 0) return false;
-        output_sent_ += size_t(n);
-        last_activity_ms_ = last_write_ms_ = context_.clock.now_ms;
     }
 }
 
@@ -847,6 +855,7 @@ void Http2Engine::close() {
     for (auto& [id, stream] : streams_)
         finish_stream(*stream);
     streams_.clear();
+    output_.release(); // the files of segments not sent close now
     nghttp2_session_del(session_);
     session_ = nullptr;
     if (gauges_) gauges_->connections.fetch_sub(1, std::memory_order_relaxed);

@@ -12,11 +12,13 @@
 // Responses: a complete Response (a head written as HTTP/1.1 text by the
 // handlers, a memory body and/or a file range) is turned into HEADERS (the
 // head's fields, lowercased, hop-by-hop ones dropped) and DATA read from
-// memory or with pread; a ResponseStream (FastCGI) is relayed as it arrives,
-// its back-pressure mapped onto HTTP/2 flow control both ways: request body
-// bytes are acknowledged (WINDOW_UPDATE) only once the backend has taken them,
-// and response bytes are taken from the backend only as the client's window
-// lets DATA out, so a slow reader of one stream stalls only that stream.
+// memory or from the file (sendfile on plain TCP, pread into the output on
+// TLS: see Transport::zero_copy_files and Http2Output); a ResponseStream
+// (FastCGI) is relayed as it arrives, its back-pressure mapped onto HTTP/2
+// flow control both ways: request body bytes are acknowledged (WINDOW_UPDATE)
+// only once the backend has taken them, and response bytes are taken from the
+// backend only as the client's window lets DATA out, so a slow reader of one
+// stream stalls only that stream.
 //
 // Priority: RFC 9218's `priority` header field (urgency, incremental), as
 // nghttp2 schedules DATA once SETTINGS_NO_RFC7540_PRIORITIES is sent.
@@ -31,6 +33,7 @@
 #pragma once
 
 #include "http/http1_engine.h"
+#include "http/http2_output.h"
 
 #include <array>
 #include <cstdint>
@@ -93,7 +96,9 @@ private:
     void discard_input();
     // nghttp2_session_mem_recv, a frame at a time (see the .cc); false: over.
     bool feed(const char* data, size_t size);
-    // Writing: nghttp2's frames out; false on a transport error.
+    // Writing: nghttp2's frames out; false on a transport error or a file
+    // that ended under its frames (then for good: on_shutdown and on_deadline
+    // write too, and the close comes at the next drive).
     bool write_output();
     // Streams whose backend made progress: heads, body bytes, failures.
     void poll_streams();
@@ -120,9 +125,8 @@ private:
     Http2Gauges* gauges_;
     nghttp2_session* session_ = nullptr;
     std::map<int32_t, std::unique_ptr<Http2Stream>> streams_;
-    std::string input_; // bytes handed over by the HTTP/1.1 engine, fed first
-    std::string output_;
-    size_t output_sent_ = 0;
+    std::string input_;  // bytes handed over by the HTTP/1.1 engine, fed first
+    Http2Output output_; // frames produced, not yet written
     // Scratch space for a response's header block (head_to_fields in the .cc).
     struct HeadFields;
     std::unique_ptr<HeadFields> head_fields_;
@@ -149,6 +153,7 @@ private:
     bool peer_shut_ = false; // the poller saw the client's FIN (EPOLLRDHUP)
     bool draining_ = false;
     bool closed_ = false;
+    bool output_broken_ = false; // a DATA frame was cut short: nothing more may follow
 };
 
 } // namespace lepus

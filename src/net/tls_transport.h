@@ -21,6 +21,8 @@
 //   sent is ever in user space, so the engines need no flush call.
 // - send_file(): no kTLS on kernels without the `tls` ULP, so the file is
 //   read with pread into a per-thread buffer and written as records.
+//   zero_copy_files() stays false: an engine that sent a frame header apart
+//   from its payload would pay a TLS record (and an SSL_write) for each.
 // - A plain HTTP request on the TLS port gets a 400 with one line of
 //   explanation, as nginx's "The plain HTTP request was sent to HTTPS port".
 #pragma once

@@ -54,6 +54,12 @@ public:
     // TLS handshake or an SSL_read that needs to write): an EPOLLOUT edge
     // alone must then drive the connection.
     virtual bool wants_write() const { return false; }
+    // True when send_file() moves file bytes without passing them through user
+    // memory (sendfile on a plain socket): an engine that frames a file (HTTP/2
+    // DATA) then does better to hand the payload to send_file() than to read it
+    // into its output. A property of the transport, not a question of which one
+    // it is: a kTLS transport would answer true too.
+    virtual bool zero_copy_files() const { return false; }
 };
 
 // A TCP (or Unix) socket as it is: read, sendmsg, sendfile.
@@ -67,6 +73,7 @@ public:
     void shutdown_write() override;
     bool peer_left() override;
     int fd() const override { return fd_.get(); }
+    bool zero_copy_files() const override { return true; }
 
     // Closes the socket now (the connection is being torn down).
     void close() { fd_.reset(); }

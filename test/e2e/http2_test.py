@@ -102,6 +102,46 @@ def goaway_code(frames):
     return None
 
 
+def read_streams(sock, streams, seconds=20):
+    """Reads frames until every stream in `streams` has ended (END_STREAM):
+    {stream: (HEADERS payload, DATA bytes)}; fails on a GOAWAY or a close first."""
+    sock.settimeout(seconds)
+    deadline = time.monotonic() + seconds
+    heads, bodies, ended, buffer = {}, {s: [] for s in streams}, set(), b""
+    while ended != set(streams) and time.monotonic() < deadline:
+        chunk = sock.recv(1 << 16)
+        if not chunk:
+            raise AssertionError("closed with streams %s open" % sorted(set(streams) - ended))
+        buffer += chunk
+        at = 0
+        while len(buffer) - at >= 9:
+            length = int.from_bytes(buffer[at:at + 3], "big")
+            if len(buffer) - at < 9 + length:
+                break
+            kind, flags = buffer[at + 3], buffer[at + 4]
+            stream = int.from_bytes(buffer[at + 5:at + 9], "big") & 0x7FFFFFFF
+            payload = buffer[at + 9:at + 9 + length]
+            at += 9 + length
+            if kind == GOAWAY:
+                raise AssertionError("GOAWAY %r" % payload)
+            if stream not in bodies:
+                continue  # a stream the caller reset
+            if kind == HEADERS:
+                heads[stream] = payload
+            elif kind == DATA:
+                bodies[stream].append(payload)
+            if kind in (HEADERS, DATA) and flags & END_STREAM:
+                ended.add(stream)
+        buffer = buffer[at:]
+    return {s: (heads.get(s), b"".join(bodies[s])) for s in streams}
+
+
+# Our SETTINGS with a 16 MiB stream window, and the connection window opened as
+# wide, so that flow control never holds a response back.
+WIDE_OPEN = frame(SETTINGS, 0, 0, struct.pack(">HI", 4, 1 << 24)) + \
+    frame(8, 0, 0, struct.pack(">I", (1 << 24) - 65535))  # WINDOW_UPDATE
+
+
 def curl(*args):
     done = subprocess.run([CURL, "-s", "-S", "--max-time", "20"] + list(args),
                           capture_output=True, timeout=30)
@@ -136,6 +176,12 @@ class Http2(unittest.TestCase):
         cls.tls_port = tls_port
         cls.big = os.urandom(700 * 1024)
         cls.server.write("big.bin", cls.big)
+        # Past the in-memory limit (128 KiB) a file goes out from its fd: on h2c with
+        # sendfile after a frame header lepus wrote, on TLS read into the output.
+        cls.files = {"mib.bin": os.urandom(1 << 20), "k100.bin": os.urandom(100 * 1024),
+                     "k200.bin": os.urandom(200 * 1024)}
+        for name, content in cls.files.items():
+            cls.server.write(name, content)
         cls.server.write("index.html", "<p>hello over h2</p>\n")
         cls.server.write("post.php", "<?php echo strlen(file_get_contents('php://input')), ' ',"
                                      " md5(file_get_contents('php://input')), ' ',"
@@ -261,6 +307,117 @@ class Http2(unittest.TestCase):
         sock = socket.create_connection(("127.0.0.1", self.server.port), timeout=10)
         sock.sendall(PREFACE + frame(SETTINGS, 0, 0))
         return sock
+
+    def tls_h2(self):
+        context = ssl.create_default_context()
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE
+        context.set_alpn_protocols(["h2"])
+        sock = context.wrap_socket(
+            socket.create_connection(("127.0.0.1", self.tls_port), timeout=10))
+        self.assertEqual(sock.selected_alpn_protocol(), "h2")
+        return sock
+
+    def test_large_files_on_concurrent_streams(self):
+        """Files sent from their fd (1 MiB, 200 KiB, 700 KiB, a range of 1 MiB)
+        and one from memory (100 KiB) on six streams at once: every byte where
+        it belongs, on h2c (sendfile) and h2 (TLS)."""
+        mib, k100, k200 = self.files["mib.bin"], self.files["k100.bin"], self.files["k200.bin"]
+        wanted = {1: (b"/mib.bin", (), 0x88, mib),
+                  3: (b"/k100.bin", (), 0x88, k100),
+                  5: (b"/mib.bin", [(b"range", b"bytes=1000-600999")], 0x8a, mib[1000:601000]),
+                  7: (b"/k200.bin", (), 0x88, k200),
+                  9: (b"/big.bin", (), 0x88, self.big),
+                  11: (b"/mib.bin", [(b"range", b"bytes=1048000-")], 0x8a, mib[1048000:])}
+        for connect, scheme in ((self.raw_h2c, b"http"), (self.tls_h2, b"https")):
+            with self.subTest(scheme=scheme), connect() as sock:
+                requests = b""
+                for stream, (path, extra, _, _) in wanted.items():
+                    block = hpack([(b":method", b"GET"), (b":scheme", scheme), (b":path", path),
+                                   (b":authority", b"localhost")] + list(extra))
+                    requests += frame(HEADERS, END_HEADERS | END_STREAM, stream, block)
+                sock.sendall((PREFACE if scheme == b"https" else b"") + WIDE_OPEN + requests)
+                got = read_streams(sock, list(wanted))
+                for stream, (path, _, status, body) in wanted.items():
+                    head, data = got[stream]
+                    # nghttp2 sends :status first, from HPACK's static table:
+                    # 0x88 is ":status: 200", 0x8a ":status: 206" (RFC 7541 Appendix A).
+                    self.assertEqual(head[0], status, (stream, path))
+                    self.assertEqual(len(data), len(body), (stream, path))
+                    self.assertTrue(data == body, (stream, path))
+
+    def test_a_stream_reset_while_its_file_is_queued(self):
+        """The client reads little, so frames of an 8 MiB file wait in lepus's
+        output when it resets the stream, and the file has been replaced on disk:
+        the next request for it drops the old cache entry, so only the frames
+        already begun keep the old file open. They are finished from it, and the
+        new file's bytes come exactly."""
+        path = os.path.join(self.server.root, "reset.bin")
+
+        def replace(content):  # a new inode, as a deploy does
+            with open(path + ".new", "wb") as f:
+                f.write(content)
+            os.replace(path + ".new", path)
+
+        for port, tls in ((self.server.port, False), (self.tls_port, True)):
+            replace(os.urandom(8 << 20))
+            raw = socket.socket()
+            raw.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 16384)
+            raw.settimeout(10)
+            raw.connect(("127.0.0.1", port))
+            if tls:
+                context = ssl.create_default_context()
+                context.check_hostname = False
+                context.verify_mode = ssl.CERT_NONE
+                context.set_alpn_protocols(["h2"])
+                raw = context.wrap_socket(raw)
+            with self.subTest(tls=tls), raw as sock:
+                sock.sendall(PREFACE + WIDE_OPEN + frame(HEADERS, END_HEADERS | END_STREAM, 1,
+                                                         request_block(b"/reset.bin")))
+                time.sleep(0.3)  # lepus fills the socket and blocks mid-file
+                # Shorter than what went out already: frames sent from a closed
+                # (or reused) fd would end early and close the connection.
+                new = os.urandom(10 * 1024)
+                replace(new)
+                time.sleep(1.2)  # past the file cache's revalidation interval (1 s)
+                sock.sendall(frame(RST_STREAM, 0, 1, struct.pack(">I", 8)) +  # CANCEL
+                             frame(HEADERS, END_HEADERS | END_STREAM, 3,
+                                   request_block(b"/reset.bin")))
+                got = read_streams(sock, [3])
+                self.assertTrue(got[3][1] == new)
+                # The connection is still sound: one more request on it.
+                sock.sendall(frame(HEADERS, END_HEADERS | END_STREAM, 5, request_block(b"/")))
+                self.assertEqual(read_streams(sock, [5])[5][1], b"<p>hello over h2</p>\n")
+
+    def test_a_file_that_shrinks_mid_response_ends_the_connection(self):
+        """Frames of a file already announced cannot be taken back: when the file
+        shrinks under a queued sendfile, the connection closes, with one line in
+        the error log, and lepus goes on serving."""
+        server = harness.Lepus()
+        self.addCleanup(server.stop, self)
+        path = server.write("shrink.bin", os.urandom(16 << 20))
+        sock = socket.socket()
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 65536)  # it barely reads
+        sock.settimeout(10)
+        with sock:
+            sock.connect(("127.0.0.1", server.port))
+            sock.sendall(PREFACE + WIDE_OPEN + frame(HEADERS, END_HEADERS | END_STREAM, 1,
+                                                     request_block(b"/shrink.bin")))
+            time.sleep(0.5)  # lepus has sent what the sockets hold and waits
+            os.truncate(path, 1 << 20)
+            result = {}
+            frames = read_frames(sock, seconds=10, result=result)
+        self.assertTrue(result.get("closed"))
+        self.assertLess(sum(len(f[3]) for f in frames if f[0] == DATA), 16 << 20)
+        deadline = time.monotonic() + 5
+        while "sendfile for an HTTP/2 response" not in server.error_log_text() and \
+                time.monotonic() < deadline:
+            time.sleep(0.05)
+        self.assertEqual(server.error_log_text().count("sendfile for an HTTP/2 response"), 1,
+                         server.error_log_text())
+        server.write("after.txt", "still here\n")
+        done = curl("--http2-prior-knowledge", "http://127.0.0.1:%d/after.txt" % server.port)
+        self.assertEqual(done.stdout, b"still here\n")
 
     def test_urgent_streams_go_first(self):
         """RFC 9218: of two large responses asked for at once, the one with

@@ -1,0 +1,92 @@
+// Http2Output: what an HTTP/2 connection has produced and not yet written, in
+// order: nghttp2's frames, and the DATA frames of file bodies. A file frame's
+// payload is either copied in after its header (pread, for TLS) or left in the
+// file as a segment that write() hands to Transport::send_file (sendfile on
+// plain TCP, no copy through user memory), as nginx's ngx_linux_sendfile_chain
+// walks a chain of memory and file buffers.
+//
+// Lifetime: nghttp2 closes a stream as soon as it has produced the stream's
+// last frame (nghttp2_session_mem_send), before lepus wrote it; the stream's
+// Response, and with it the FileRef that keeps the file open, may then be gone,
+// and a client's RST_STREAM does the same at any time. A frame whose header is
+// queued must still be finished (its length is promised), so each segment holds
+// its own FileRef: the fd stays open until the segment is sent or dropped.
+// (A FileRef copy is a counter increment on this thread, cheaper than a dup.)
+#pragma once
+
+#include "http/file_cache.h"
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace lepus {
+
+class Transport;
+
+class Http2Output {
+public:
+    // What write() ended on.
+    enum class Status {
+        Done,      // everything queued is written; the queue is empty
+        Again,     // the transport would block: call again on the next edge
+        Error,     // the transport failed (errno says why)
+        FileEnded, // a file ended or failed before its segment was sent (file_error())
+    };
+
+    // Appends bytes as they are (frames nghttp2 serialized).
+    void append(std::string_view bytes);
+    // Appends a DATA frame: `header`, then `length` bytes of `fd` from `offset`
+    // read now with pread. 0, or the errno value that stopped the read (EIO:
+    // the file ended early); then nothing was appended.
+    int append_file_copy(std::string_view header, int fd, uint64_t offset, size_t length);
+    // Appends the same frame with its payload left in the file until write()
+    // sends it with Transport::send_file. `file` owns `fd` and keeps it open
+    // until then, whatever becomes of the stream.
+    void append_file(std::string_view header, FileRef file, int fd, uint64_t offset, size_t length);
+
+    // Bytes queued and not yet written, payloads of segments included.
+    uint64_t pending() const { return pending_; }
+    bool empty() const { return pending_ == 0; }
+
+    // Writes what is queued, in order, until it is all out or the transport
+    // stops. The bytes before a segment go with MSG_MORE, so that a frame
+    // header and its payload leave in the same TCP segment. After FileEnded the
+    // frames cannot be completed: the connection must close.
+    Status write(Transport& transport);
+    // After FileEnded: the errno value (EIO for a file that shrank) and the
+    // file's path relative to the root, for the error log.
+    int file_error() const { return file_error_; }
+    std::string_view failed_path() const;
+
+    // Drops what is queued (the connection closes), releasing the files.
+    void clear();
+    // Drops what is queued and gives the storage back: an idle connection
+    // keeps none.
+    void release();
+
+    // The number of segments queued, for tests.
+    size_t segments() const { return segments_.size() - next_segment_; }
+
+private:
+    // A DATA frame's payload still in its file: it belongs at bytes_[at].
+    struct Segment {
+        size_t at = 0;
+        FileRef file;
+        int fd = -1;
+        uint64_t offset = 0;
+        size_t length = 0;
+    };
+
+    std::string bytes_;
+    size_t sent_ = 0; // of bytes_
+    std::vector<Segment> segments_;
+    size_t next_segment_ = 0;   // the first not fully sent
+    uint64_t segment_sent_ = 0; // of segments_[next_segment_]
+    uint64_t pending_ = 0;
+    int file_error_ = 0;
+};
+
+} // namespace lepus
