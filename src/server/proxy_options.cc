@@ -24,7 +24,7 @@ void add_proxy_options(CLI::App& app, ProxyOptions& options, ProxyOptionTexts& t
                    "Connections per backend in all, split over the reactors, kept alive (32)")
         ->check(CLI::Range(1u, 65536u));
     app.add_option("--proxy-queue", options.queue,
-                   "Requests per reactor waiting for a backend connection (64); more get 503")
+                   "Requests per reactor waiting for a backend connection (1024); more get 503")
         ->check(CLI::Range(0u, 1u << 20));
     app.add_option("--proxy-queue-timeout", texts.queue_timeout,
                    "Longest wait for a backend connection, then 503 (10s)")
