@@ -65,6 +65,20 @@ BIO* new_gathering_bio() {
     return BIO_new(method);
 }
 
+// OpenSSL calls this around every operation on the socket BIO; after a read
+// it notes whether the read drained the socket: fewer bytes than asked (or
+// none). read() then knows, without another recv that would only say EAGAIN,
+// when the socket has nothing more.
+long note_socket_read(BIO* bio, int operation, const char*, size_t length, int, long, int result,
+                      size_t* processed) {
+    if (operation == (BIO_CB_READ | BIO_CB_RETURN)) {
+        auto* state = reinterpret_cast<TlsTransport::SocketReads*>(BIO_get_callback_arg(bio));
+        ++state->calls;
+        state->drained = result <= 0 || (processed && *processed < length);
+    }
+    return result;
+}
+
 // Sends as much of [data, data + length) as the socket takes: bytes sent
 // (possibly 0) or kIoError.
 ssize_t send_some(int fd, const char* data, size_t length, uint64_t& calls) {
@@ -110,6 +124,11 @@ TlsTransport::TlsTransport(UniqueFd fd, SSL_CTX* context, const SocketAddress& p
     if (ssl_ && SSL_set_fd(ssl_, fd_.get()) != 1) {
         SSL_free(ssl_);
         ssl_ = nullptr;
+    }
+    if (ssl_) {
+        BIO* socket = SSL_get_rbio(ssl_);
+        BIO_set_callback_ex(socket, note_socket_read);
+        BIO_set_callback_arg(socket, reinterpret_cast<char*>(&socket_reads_));
     }
     if (ssl_) SSL_set_accept_state(ssl_);
 }
@@ -240,6 +259,10 @@ ssize_t TlsTransport::read_records(char* buffer, size_t size) {
         int result = SSL_read_ex(ssl_, buffer + got, size - got, &n);
         if (result == 1) {
             got += n;
+            // The socket's last read was short and OpenSSL holds nothing
+            // more (no record, no partial one): the socket is drained, and
+            // asking again would only cost a recv that says EAGAIN.
+            if (got < size && socket_reads_.drained && !SSL_has_pending(ssl_)) break;
             continue;
         }
         int error = SSL_get_error(ssl_, result);

@@ -8,7 +8,9 @@
 //   wants_write(), so that an EPOLLOUT edge alone drives the connection.
 // - read() keeps calling SSL_read until the caller's buffer is full or the
 //   socket is drained, so Transport's "a short read drained everything"
-//   contract holds even though OpenSSL hands out one record at a time.
+//   contract holds even though OpenSSL hands out one record at a time. A
+//   callback on the socket BIO tells when its last recv was short, so a
+//   request that came whole costs one recv, not a second one for EAGAIN.
 // - Writes go out in records of at most 16 KiB, but not a send() each: after
 //   the handshake OpenSSL writes its records into a per-thread gathering
 //   buffer (a BIO of ours, as h2o gathers records before one write), and up
@@ -86,6 +88,12 @@ public:
     std::string_view protocol() const;
     std::string_view cipher() const;
     bool handshake_done() const { return handshake_done_; }
+    // What the socket BIO's reads found (kept by a BIO callback).
+    struct SocketReads {
+        uint64_t calls = 0;   // recv calls, for tests
+        bool drained = false; // the last one got fewer bytes than asked
+    };
+    uint64_t socket_reads() const { return socket_reads_.calls; }
     // send() calls that carried records after the handshake (for tests: the
     // records of one write leave together).
     uint64_t record_sends() const { return record_sends_; }
@@ -160,6 +168,7 @@ private:
     size_t held_plain_ = 0; // the plaintext in held_ not yet reported as written
     uint64_t sent_ = 0;     // plaintext bytes written, for record_limit()
     uint64_t record_sends_ = 0;
+    SocketReads socket_reads_;
     bool broken_ = false;    // a fatal error: no close_notify (OpenSSL forbids SSL_shutdown)
     bool shut_down_ = false; // close_notify already sent
     bool handshake_done_ = false;

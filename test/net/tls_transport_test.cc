@@ -130,6 +130,19 @@ TEST_F(TlsTransportTest, HandshakeThenShortReadMeansDrained) {
     EXPECT_FALSE(server_->cipher().empty());
 }
 
+// A request that came whole is one recv: the socket BIO saw a short read
+// and OpenSSL holds nothing more, so read() does not ask again for EAGAIN.
+TEST_F(TlsTransportTest, AWholeRequestCostsOneRecv) {
+    handshake();
+    const char request[] = "GET / HTTP/1.1\r\nHost: x\r\n\r\n";
+    ASSERT_EQ(SSL_write(client_, request, int(sizeof request - 1)), int(sizeof request - 1));
+    uint64_t before = server_->socket_reads();
+    char buffer[4096];
+    ASSERT_EQ(server_->read(buffer, sizeof buffer), ssize_t(sizeof request - 1));
+    EXPECT_EQ(server_->socket_reads() - before, 1u);
+    EXPECT_EQ(server_->read(buffer, sizeof buffer), kIoAgain);
+}
+
 TEST_F(TlsTransportTest, FullBufferLeavesTheRestForTheNextRead) {
     handshake();
     std::string body(1000, 'x');
