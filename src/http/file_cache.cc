@@ -13,6 +13,17 @@ bool FileVariant::matches(const struct stat& st) const {
            st.st_mtim.tv_sec == mtime_exact.tv_sec && st.st_mtim.tv_nsec == mtime_exact.tv_nsec;
 }
 
+bool CachedFile::holds(std::string_view bytes) const {
+    auto begin = reinterpret_cast<uintptr_t>(bytes.data());
+    for (const FileVariant* variant : {&identity, &gzip, &brotli, &zstd}) {
+        auto data = reinterpret_cast<uintptr_t>(variant->data.data());
+        if (!variant->data.empty() && begin >= data &&
+            begin + bytes.size() <= data + variant->data.size())
+            return true;
+    }
+    return false;
+}
+
 int load_file_variant(UniqueFd fd, const struct stat& st, std::string_view content_type,
                       std::string_view encoding, bool vary, size_t small_file_limit,
                       FileVariant& out) {

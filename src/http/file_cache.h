@@ -68,6 +68,11 @@ public:
     bool vary = false;             // its responses carry Vary: Accept-Encoding
     uint64_t checked_ms = 0;       // last time it was found up to date
 
+    // True when `bytes` lie within the contents a variant holds in memory:
+    // then a FileRef to this entry alone keeps them alive (a variant's data
+    // is written once, before any response points into it).
+    bool holds(std::string_view bytes) const;
+
 private:
     friend class FileRef;
     friend class FileCache;

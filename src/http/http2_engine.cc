@@ -52,7 +52,9 @@ struct Http2Stream {
     bool accounted = false;
     int status = 0;
     uint64_t body_sent = 0;
-    uint64_t file_at = 0; // the file offset of the DATA frame read_body announced
+    // Where the payload of the DATA frame read_body announced starts, counted
+    // in the body (response.body, then the file range).
+    uint64_t frame_at = 0;
 };
 
 namespace {
@@ -301,51 +303,71 @@ struct Http2Callbacks {
             return ssize_t(n);
         }
         const Response& response = exchange.response;
-        size_t n = 0;
-        if (stream.body_sent < response.body.size()) {
-            n = std::min<uint64_t>(length, response.body.size() - stream.body_sent);
-            std::memcpy(buffer, response.body.data() + stream.body_sent, n);
-        } else if (response.file_fd >= 0) {
-            // NO_COPY: send_file_data queues the frame itself, its payload
-            // sent from the file (plain TCP) or read straight into the
-            // connection's output (TLS), never through nghttp2's buffer.
-            uint64_t done = stream.body_sent - response.body.size();
-            n = std::min<uint64_t>(length, response.file_length - done);
-            stream.file_at = response.file_offset + done;
-            *flags |= NGHTTP2_DATA_FLAG_NO_COPY;
-        }
+        // NO_COPY: send_data queues each frame itself, its payload never
+        // copied into nghttp2's buffer; see send_data for where it goes.
+        uint64_t n = std::min<uint64_t>(length, response.body_bytes() - stream.body_sent);
+        if (stream.body_sent < response.body.size())
+            n = std::min<uint64_t>(n, response.body.size() - stream.body_sent); // memory, then file
+        stream.frame_at = stream.body_sent;
+        *flags |= NGHTTP2_DATA_FLAG_NO_COPY;
         stream.body_sent += n;
         if (stream.body_sent >= response.body_bytes()) *flags |= NGHTTP2_DATA_FLAG_EOF;
         return ssize_t(n);
     }
 
-    // A file DATA frame read_body announced with NO_COPY: its 9-byte header,
-    // then `length` bytes of the file. No padding is ever asked for, so
-    // frame->data.padlen is 0. On plain TCP the payload stays in the file for
-    // write_output's sendfile; the segment holds a FileRef of its own, as the
-    // stream may close before the bytes leave (see http2_output.h). A Response
-    // with a file_fd always has the FileRef that owns it (the static handler,
-    // error pages); without one the bytes are copied now, never left to an fd
-    // nobody keeps open.
-    static int send_file_data(nghttp2_session*, nghttp2_frame*, const uint8_t* header,
-                              size_t length, nghttp2_data_source* source, void* user_data) {
+    // A DATA frame read_body announced with NO_COPY: its 9-byte header, then
+    // `length` bytes of the body from stream.frame_at. No padding is ever
+    // asked for, so frame->data.padlen is 0. The stream may close before the
+    // bytes leave (see http2_output.h): a payload left out of the output is
+    // kept alive by a FileRef of the segment's own.
+    static int send_data(nghttp2_session*, nghttp2_frame*, const uint8_t* header, size_t length,
+                         nghttp2_data_source* source, void* user_data) {
         Http2Engine& self = engine(user_data);
         Http2Stream& stream = *static_cast<Http2Stream*>(source->ptr);
         const Response& response = stream.exchange.response;
         std::string_view frame_header(reinterpret_cast<const char*>(header), 9);
-        if (self.transport_.zero_copy_files() && response.file) {
-            self.output_.append_file(frame_header, response.file, response.file_fd, stream.file_at,
-                                     length);
+        if (stream.frame_at < response.body.size()) {
+            std::string_view payload = response.body.substr(stream.frame_at, length);
+            send_memory_data(self.output_, frame_header, response, payload);
             return 0;
         }
-        int error =
-            self.output_.append_file_copy(frame_header, response.file_fd, stream.file_at, length);
+        uint64_t file_at = response.file_offset + (stream.frame_at - response.body.size());
+        int error = send_file_data(self, frame_header, response, file_at, length);
         if (error == 0) return 0;
         // The file shrank or broke under us: the stream cannot complete.
         report_internal_error("pread for an HTTP/2 response", stream.exchange.request->path, error);
         // The frame never was: nghttp2 resets the stream.
         self.recent_resets_[self.next_reset_++ % self.recent_resets_.size()] = stream.id;
         return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
+    }
+
+    // A payload from memory. The contents of a cached file (a small static
+    // file) stay where they are, a segment of the output, on either transport
+    // (writev takes them as they are, TLS included); anything else (a
+    // generated page in owned_body) lives no longer than the Response, which
+    // may go before the frame is written, so it is copied now.
+    static void send_memory_data(Http2Output& output, std::string_view header,
+                                 const Response& response, std::string_view payload) {
+        if (response.file && response.file->holds(response.body)) {
+            output.append_memory(header, response.file, payload.data(), payload.size());
+            return;
+        }
+        output.append(header);
+        output.append(payload);
+    }
+
+    // A payload from the file: left in the file for write_output's sendfile
+    // on plain TCP, read into the output now on TLS. A Response with a file_fd
+    // always has the FileRef that owns it (the static handler, error pages);
+    // without one the bytes are copied now, never left to an fd nobody keeps
+    // open. 0, or the errno value of a failed read.
+    static int send_file_data(Http2Engine& self, std::string_view header, const Response& response,
+                              uint64_t file_at, size_t length) {
+        if (self.transport_.zero_copy_files() && response.file) {
+            self.output_.append_file(header, response.file, response.file_fd, file_at, length);
+            return 0;
+        }
+        return self.output_.append_file_copy(header, response.file_fd, file_at, length);
     }
 };
 
@@ -366,7 +388,7 @@ Http2Engine::Http2Engine(const Http1Context& context, Transport& transport, Conn
                                                               Http2Callbacks::on_data_chunk_recv);
     nghttp2_session_callbacks_set_on_stream_close_callback(callbacks,
                                                            Http2Callbacks::on_stream_close);
-    nghttp2_session_callbacks_set_send_data_callback(callbacks, Http2Callbacks::send_file_data);
+    nghttp2_session_callbacks_set_send_data_callback(callbacks, Http2Callbacks::send_data);
     nghttp2_option* option = nullptr;
     nghttp2_option_new(&option);
     // Request body windows open as the backend takes the bytes (offer_body).

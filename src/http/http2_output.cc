@@ -2,6 +2,7 @@
 
 #include "net/transport.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -35,26 +36,35 @@ int Http2Output::append_file_copy(std::string_view header, int fd, uint64_t offs
 void Http2Output::append_file(std::string_view header, FileRef file, int fd, uint64_t offset,
                               size_t length) {
     append(header);
-    if (length == 0) return; // send_file() would read that as the end of the file
+    // send_file() would read an empty segment as the end of the file.
+    if (length > 0) add_segment({bytes_.size(), std::move(file), nullptr, fd, offset, length});
+}
+
+void Http2Output::append_memory(std::string_view header, FileRef file, const char* payload,
+                                size_t length) {
+    append(header);
+    if (length > 0) add_segment({bytes_.size(), std::move(file), payload, -1, 0, length});
+}
+
+void Http2Output::add_segment(Segment segment) {
     if (segments_.capacity() == 0) segments_.reserve(8); // a 64 KiB batch of 16 KiB frames
-    segments_.push_back({bytes_.size(), std::move(file), fd, offset, length});
-    pending_ += length;
+    pending_ += segment.length;
+    segments_.push_back(std::move(segment));
 }
 
 Http2Output::Status Http2Output::write(Transport& transport) {
     while (pending_ > 0) {
-        bool segment_next = next_segment_ < segments_.size();
-        size_t stop = segment_next ? segments_[next_segment_].at : bytes_.size();
-        if (sent_ < stop) {
-            iovec iov{bytes_.data() + sent_, stop - sent_};
-            ssize_t n = transport.writev(&iov, 1, segment_next);
+        if (!at_file_segment()) {
+            iovec iov[kMaxIovecs];
+            bool more = false;
+            int count = gather(iov, more);
+            ssize_t n = transport.writev(iov, count, more);
             if (n == kIoAgain) return Status::Again;
             if (n <= 0) return Status::Error;
-            sent_ += size_t(n);
-            pending_ -= uint64_t(n);
+            advance(uint64_t(n));
             continue;
         }
-        Segment& segment = segments_[next_segment_];
+        const Segment& segment = segments_[next_segment_];
         ssize_t n = transport.send_file(segment.fd, segment.offset + segment_sent_,
                                         segment.length - segment_sent_);
         if (n == kIoAgain) return Status::Again;
@@ -65,16 +75,66 @@ Http2Output::Status Http2Output::write(Transport& transport) {
             return Status::FileEnded; // the segment stays, for failed_path()
         }
         if (n < 0) return Status::Error;
-        segment_sent_ += uint64_t(n);
-        pending_ -= uint64_t(n);
-        if (segment_sent_ == segment.length) {
-            segment.file.reset(); // the file may close now, not at the end of the batch
-            ++next_segment_;
-            segment_sent_ = 0;
-        }
+        advance(uint64_t(n));
     }
     clear();
     return Status::Done;
+}
+
+bool Http2Output::at_file_segment() const {
+    return next_segment_ < segments_.size() && sent_ == segments_[next_segment_].at &&
+           segments_[next_segment_].payload == nullptr;
+}
+
+int Http2Output::gather(iovec* iov, bool& more) const {
+    int count = 0;
+    size_t at = sent_;
+    uint64_t done = segment_sent_; // of the first segment only
+    more = false;
+    for (size_t index = next_segment_; count < kMaxIovecs;) {
+        bool segment_next = index < segments_.size();
+        size_t stop = segment_next ? segments_[index].at : bytes_.size();
+        if (at < stop) {
+            iov[count++] = {const_cast<char*>(bytes_.data() + at), stop - at};
+            at = stop;
+            continue;
+        }
+        if (!segment_next) break; // everything queued
+        const Segment& segment = segments_[index];
+        if (segment.payload == nullptr) {
+            more = true; // its header waits for send_file's payload
+            break;
+        }
+        iov[count++] = {const_cast<char*>(segment.payload + done), size_t(segment.length - done)};
+        done = 0;
+        ++index;
+    }
+    return count;
+}
+
+void Http2Output::advance(uint64_t n) {
+    pending_ -= n;
+    while (n > 0) {
+        bool segment_next = next_segment_ < segments_.size();
+        if (segment_next && sent_ == segments_[next_segment_].at) {
+            Segment& segment = segments_[next_segment_];
+            uint64_t take = std::min<uint64_t>(n, segment.length - segment_sent_);
+            segment_sent_ += take;
+            n -= take;
+            if (segment_sent_ == segment.length) {
+                // The file may close (or its cached contents go) now, not at
+                // the end of the batch.
+                segment.file.reset();
+                ++next_segment_;
+                segment_sent_ = 0;
+            }
+            continue;
+        }
+        size_t stop = segment_next ? segments_[next_segment_].at : bytes_.size();
+        size_t take = size_t(std::min<uint64_t>(n, stop - sent_));
+        sent_ += take;
+        n -= take;
+    }
 }
 
 std::string_view Http2Output::failed_path() const {

@@ -1,16 +1,21 @@
 // Http2Output: what an HTTP/2 connection has produced and not yet written, in
-// order: nghttp2's frames, and the DATA frames of file bodies. A file frame's
-// payload is either copied in after its header (pread, for TLS) or left in the
-// file as a segment that write() hands to Transport::send_file (sendfile on
-// plain TCP, no copy through user memory), as nginx's ngx_linux_sendfile_chain
-// walks a chain of memory and file buffers.
+// order: nghttp2's frames, and the DATA frames of response bodies. A file
+// frame's payload is either copied in after its header (pread, for TLS) or left
+// in the file as a segment that write() hands to Transport::send_file (sendfile
+// on plain TCP, no copy through user memory), as nginx's
+// ngx_linux_sendfile_chain walks a chain of memory and file buffers. A payload
+// already in memory (a small file the cache holds whole) is left where it is as
+// a memory segment: write() gathers it with the bytes around it into one
+// Transport::writev, so a batch of frames is one system call and the payload's
+// only copy is the kernel's (or the cipher's, on TLS).
 //
 // Lifetime: nghttp2 closes a stream as soon as it has produced the stream's
 // last frame (nghttp2_session_mem_send), before lepus wrote it; the stream's
 // Response, and with it the FileRef that keeps the file open, may then be gone,
 // and a client's RST_STREAM does the same at any time. A frame whose header is
 // queued must still be finished (its length is promised), so each segment holds
-// its own FileRef: the fd stays open until the segment is sent or dropped.
+// its own FileRef: the fd stays open (and the cached contents a memory segment
+// points into stay alive) until the segment is sent or dropped.
 // (A FileRef copy is a counter increment on this thread, cheaper than a dup.)
 #pragma once
 
@@ -20,6 +25,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <sys/uio.h>
 #include <vector>
 
 namespace lepus {
@@ -46,15 +52,21 @@ public:
     // sends it with Transport::send_file. `file` owns `fd` and keeps it open
     // until then, whatever becomes of the stream.
     void append_file(std::string_view header, FileRef file, int fd, uint64_t offset, size_t length);
+    // Appends a DATA frame: `header`, then the `length` bytes at `payload`,
+    // left where they are until write() sends them. `file` owns that memory
+    // (the contents of a cached file) and keeps it alive until then.
+    void append_memory(std::string_view header, FileRef file, const char* payload, size_t length);
 
     // Bytes queued and not yet written, payloads of segments included.
     uint64_t pending() const { return pending_; }
     bool empty() const { return pending_ == 0; }
 
     // Writes what is queued, in order, until it is all out or the transport
-    // stops. The bytes before a segment go with MSG_MORE, so that a frame
-    // header and its payload leave in the same TCP segment. After FileEnded the
-    // frames cannot be completed: the connection must close.
+    // stops: bytes and memory segments gathered into one writev (up to
+    // kMaxIovecs pieces), file segments with send_file. The bytes before a file
+    // segment go with MSG_MORE, so that a frame header and its payload leave in
+    // the same TCP segment. After FileEnded the frames cannot be completed: the
+    // connection must close.
     Status write(Transport& transport);
     // After FileEnded: the errno value (EIO for a file that shrank) and the
     // file's path relative to the root, for the error log.
@@ -70,15 +82,30 @@ public:
     // The number of segments queued, for tests.
     size_t segments() const { return segments_.size() - next_segment_; }
 
+    // The pieces one writev gathers at most: 64 covers a 64 KiB batch of
+    // 16 KiB frames many times over, far below IOV_MAX (1024).
+    static constexpr int kMaxIovecs = 64;
+
 private:
-    // A DATA frame's payload still in its file: it belongs at bytes_[at].
+    // A DATA frame's payload not in bytes_: it belongs at bytes_[at]. In
+    // memory at `payload` when that is set, else in the file `fd` at `offset`.
     struct Segment {
         size_t at = 0;
         FileRef file;
+        const char* payload = nullptr;
         int fd = -1;
         uint64_t offset = 0;
         size_t length = 0;
     };
+
+    void add_segment(Segment segment);
+    // True when the next thing to write is the payload of a file segment.
+    bool at_file_segment() const;
+    // Fills `iov` with what is queued from the write position up to the next
+    // file segment (or kMaxIovecs pieces); `more`: a file segment follows.
+    int gather(iovec* iov, bool& more) const;
+    // Moves the write position `n` bytes on, releasing each segment passed.
+    void advance(uint64_t n);
 
     std::string bytes_;
     size_t sent_ = 0; // of bytes_

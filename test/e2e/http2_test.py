@@ -346,6 +346,45 @@ class Http2(unittest.TestCase):
                     self.assertEqual(len(data), len(body), (stream, path))
                     self.assertTrue(data == body, (stream, path))
 
+    def test_bodies_from_memory_on_concurrent_streams(self):
+        """A file the cache holds whole (100 KiB, under the 128 KiB limit), its
+        frames left in the cache's memory until written, on five streams at once,
+        with a range of it, a small file and a generated page (a 404, copied into
+        the output): every byte where it belongs, on h2c and h2 (TLS)."""
+        k100 = self.files["k100.bin"]
+        page = curl("--http1.1", self.plain("/no-such-file")).stdout
+        self.assertIn(b"404", page)
+        wanted = {1: (b"/k100.bin", (), 0x88, k100),
+                  3: (b"/k100.bin", [(b"range", b"bytes=1000-60999")], 0x8a, k100[1000:61000]),
+                  5: (b"/k100.bin", (), 0x88, k100),
+                  7: (b"/no-such-file", (), 0x8d, page),  # 0x8d: ":status: 404"
+                  9: (b"/k100.bin", (), 0x88, k100),
+                  11: (b"/index.html", (), 0x88, b"<p>hello over h2</p>\n"),
+                  13: (b"/k100.bin", [(b"range", b"bytes=102000-")], 0x8a, k100[102000:]),
+                  15: (b"/k100.bin", (), 0x88, k100),
+                  17: (b"/k100.bin", (), 0x88, k100)}
+        for connect, scheme in ((self.raw_h2c, b"http"), (self.tls_h2, b"https")):
+            with self.subTest(scheme=scheme), connect() as sock:
+                requests = b""
+                for stream, (path, extra, _, _) in wanted.items():
+                    block = hpack([(b":method", b"GET"), (b":scheme", scheme), (b":path", path),
+                                   (b":authority", b"localhost")] + list(extra))
+                    requests += frame(HEADERS, END_HEADERS | END_STREAM, stream, block)
+                sock.sendall((PREFACE if scheme == b"https" else b"") + WIDE_OPEN + requests)
+                got = read_streams(sock, list(wanted))
+                for stream, (path, _, status, body) in wanted.items():
+                    head, data = got[stream]
+                    self.assertEqual(head[0], status, (stream, path))
+                    self.assertEqual(len(data), len(body), (stream, path))
+                    self.assertTrue(data == body, (stream, path))
+        # The same through curl, one stream a connection.
+        for get, url in ((self.h2c, self.plain), (self.h2, self.secure)):
+            with self.subTest(url=url("/k100.bin")):
+                done = get(url("/k100.bin"))
+                self.assertTrue(done.stdout == k100, done.stderr)
+                done = get("-w", "%{http_code}", url("/no-such-file"))
+                self.assertEqual(done.stdout, page + b"404")
+
     def test_a_stream_reset_while_its_file_is_queued(self):
         """The client reads little, so frames of an 8 MiB file wait in lepus's
         output when it resets the stream, and the file has been replaced on disk:

@@ -1,8 +1,10 @@
-// Http2Output: frames, copied file frames and sendfile segments leave in order
-// whatever the transport takes per call (down to one byte), the bytes before a
-// segment go with MSG_MORE, a segment keeps its file open until it is sent or
-// dropped, and a file that shrinks ends the output instead of hanging. Then
-// the same over a real non-blocking socketpair with PlainTransport's sendfile.
+// Http2Output: frames, copied file frames, sendfile segments and memory
+// segments leave in order whatever the transport takes per call (down to one
+// byte), bytes and memory segments in one writev, the bytes before a file
+// segment with MSG_MORE, a segment keeps its file (and the memory it points
+// into) until it is sent or dropped, and a file that shrinks ends the output
+// instead of hanging. Then the same over a real non-blocking socketpair with
+// PlainTransport's sendmsg and sendfile.
 #include "http/http2_output.h"
 #include "net/transport.h"
 #include "support/temp_dir.h"
@@ -34,6 +36,8 @@ public:
             taken += take;
         }
         last_more = more;
+        ++writes;
+        max_pieces = std::max(max_pieces, count);
         return ssize_t(taken);
     }
     ssize_t send_file(int file_fd, uint64_t offset, size_t length) override {
@@ -53,6 +57,8 @@ public:
     std::string received;
     size_t budget = size_t(-1);
     bool last_more = false;
+    int writes = 0;                     // writev calls that took bytes
+    int max_pieces = 0;                 // the most iovecs one writev was given
     std::vector<bool> more_before_file; // the `more` of the writev before each send_file
 };
 
@@ -69,10 +75,14 @@ protected:
         auto* file = new CachedFile;
         file->rel_path = "data.bin";
         file->identity.fd = UniqueFd(fd);
+        file->identity.data = contents_; // as the cache keeps a small file whole
+        file->identity.in_memory = true;
         file_ = FileRef(file);
     }
 
     int fd() const { return file_->identity.fd.get(); }
+    // Where bytes of the cached contents are: a memory segment's payload.
+    const char* memory(size_t at) const { return file_->identity.data.data() + at; }
     std::string slice(size_t at, size_t length) const { return contents_.substr(at, length); }
 
     // Writes until Done, refilling the transport's budget at each Again.
@@ -113,6 +123,93 @@ TEST_F(Http2OutputTest, EverythingLeavesInOrderWhateverEachWriteTakes) {
         EXPECT_TRUE(output.empty());
         EXPECT_EQ(output.segments(), 0U);
     }
+}
+
+TEST_F(Http2OutputTest, MemorySegmentsLeaveInOrderWhateverEachWriteTakes) {
+    for (size_t budget : {size_t(1), size_t(2), size_t(7), size_t(9), size_t(64), size_t(4096)}) {
+        SCOPED_TRACE(budget);
+        Http2Output output;
+        ThrottledTransport transport;
+        output.append("SETTINGS");
+        output.append_memory("HEADER-1:", file_, memory(10), 100);
+        output.append_memory("HEADER-2:", file_, memory(110), 3);
+        output.append("WINDOW");
+        output.append_file("HEADER-3:", file_, fd(), 200, 50);
+        output.append_memory("HEADER-4:", file_, memory(0), 1);
+        output.append_memory("HEADER-5:", file_, memory(299), 0); // only its header
+        ASSERT_EQ(output.append_file_copy("HEADER-6:", fd(), 250, 20), 0);
+        output.append_memory("HEADER-7:", file_, memory(270), 30);
+        std::string expected =
+            "SETTINGS" + std::string("HEADER-1:") + slice(10, 100) + "HEADER-2:" + slice(110, 3) +
+            "WINDOW" + "HEADER-3:" + slice(200, 50) + "HEADER-4:" + slice(0, 1) +
+            "HEADER-5:" + "HEADER-6:" + slice(250, 20) + "HEADER-7:" + slice(270, 30);
+        EXPECT_EQ(output.pending(), expected.size());
+        EXPECT_EQ(output.segments(), 5U);
+        EXPECT_EQ(drain(output, transport, budget), Http2Output::Status::Done);
+        EXPECT_EQ(transport.received, expected);
+        EXPECT_TRUE(output.empty());
+        EXPECT_EQ(output.segments(), 0U);
+    }
+}
+
+TEST_F(Http2OutputTest, FramesInMemoryLeaveInOneWritev) {
+    Http2Output output;
+    ThrottledTransport transport;
+    std::string expected;
+    for (size_t at = 0; at < 300; at += 30) {
+        output.append_memory("HEADER:", file_, memory(at), 30);
+        output.append("PING");
+        expected += "HEADER:" + slice(at, 30) + "PING";
+    }
+    EXPECT_EQ(output.write(transport), Http2Output::Status::Done);
+    EXPECT_EQ(transport.received, expected);
+    EXPECT_EQ(transport.writes, 1);
+    EXPECT_EQ(transport.max_pieces, 21); // header, payload, PING + header, ..., PING
+    EXPECT_FALSE(transport.last_more);
+}
+
+TEST_F(Http2OutputTest, AWritevTakesAtMostMaxIovecsPieces) {
+    Http2Output output;
+    ThrottledTransport transport;
+    std::string expected;
+    for (size_t i = 0; i < 100; ++i) {
+        output.append_memory("H:", file_, memory(i), 1);
+        expected += "H:" + slice(i, 1);
+    }
+    EXPECT_EQ(output.write(transport), Http2Output::Status::Done);
+    EXPECT_EQ(transport.received, expected);
+    EXPECT_EQ(transport.max_pieces, Http2Output::kMaxIovecs);
+    EXPECT_EQ(transport.writes, 4); // 200 pieces, 64 at a time
+}
+
+TEST_F(Http2OutputTest, AMemorySegmentKeepsItsFileUntilSent) {
+    Http2Output output;
+    ThrottledTransport transport;
+    int file_fd = fd();
+    output.append_memory("HEADER:", file_, memory(0), 100);
+    output.append("PING");
+    file_.reset(); // the stream closed: the segment's reference is the last one
+    transport.budget = 50;
+    EXPECT_EQ(output.write(transport), Http2Output::Status::Again);
+    EXPECT_NE(::fcntl(file_fd, F_GETFD), -1); // half sent: the entry is alive
+    transport.budget = 57;                    // the rest of the payload, not PING
+    EXPECT_EQ(output.write(transport), Http2Output::Status::Again);
+    EXPECT_EQ(::fcntl(file_fd, F_GETFD), -1); // its payload sent: gone at once
+    transport.budget = size_t(-1);
+    EXPECT_EQ(output.write(transport), Http2Output::Status::Done);
+    EXPECT_EQ(transport.received, "HEADER:" + slice(0, 100) + "PING");
+}
+
+TEST_F(Http2OutputTest, ReleaseDropsMemorySegmentsAndTheirFiles) {
+    Http2Output output;
+    int file_fd = fd();
+    output.append_memory("HEADER:", file_, memory(0), 100);
+    file_.reset();
+    EXPECT_NE(::fcntl(file_fd, F_GETFD), -1);
+    output.release(); // the connection closed before the frame went out
+    EXPECT_TRUE(output.empty());
+    EXPECT_EQ(output.segments(), 0U);
+    EXPECT_EQ(::fcntl(file_fd, F_GETFD), -1);
 }
 
 TEST_F(Http2OutputTest, BytesBeforeASegmentGoWithMore) {
@@ -188,9 +285,10 @@ TEST_F(Http2OutputTest, AnEmptySegmentIsOnlyItsHeader) {
     EXPECT_EQ(transport.received, "HEADER:");
 }
 
-// Real sendfile into a non-blocking socket that fills up: partial sends and
-// EAGAIN in the middle of segments, the bytes read back exactly.
-TEST(Http2OutputSocket, SendfileThroughAFullSocket) {
+// Real sendfile and sendmsg into a non-blocking socket that fills up: partial
+// sends and EAGAIN in the middle of file and memory segments, the bytes read
+// back exactly.
+TEST(Http2OutputSocket, SendfileAndMemoryThroughAFullSocket) {
     test::TempDir dir("http2-output-socket");
     ASSERT_TRUE(dir.ok());
     std::string contents(1 << 20, '\0');
@@ -202,7 +300,9 @@ TEST(Http2OutputSocket, SendfileThroughAFullSocket) {
     ASSERT_EQ(::write(raw, contents.data(), contents.size()), ssize_t(contents.size()));
     auto* cached = new CachedFile;
     cached->identity.fd = UniqueFd(raw);
+    cached->identity.data = contents;
     FileRef file(cached);
+    const char* in_memory = cached->identity.data.data();
 
     int pair[2];
     ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, pair), 0);
@@ -215,7 +315,10 @@ TEST(Http2OutputSocket, SendfileThroughAFullSocket) {
     constexpr size_t kFrame = 16384;
     for (size_t at = 0; at < contents.size(); at += kFrame) {
         std::string header = "frame" + std::to_string(at) + ":";
-        output.append_file(header, file, raw, at, kFrame);
+        if ((at / kFrame) % 3 == 0)
+            output.append_file(header, file, raw, at, kFrame);
+        else
+            output.append_memory(header, file, in_memory + at, kFrame);
         expected += header + contents.substr(at, kFrame);
     }
     file.reset(); // only the segments keep the file open
