@@ -169,7 +169,7 @@ struct OptionTexts {
     std::string fastcgi_queue_timeout, fastcgi_timeout, fastcgi_idle_timeout;
     std::string max_body_size, dotfiles = "deny", accept = "auto", io = "epoll";
     std::string defer_accept = "on", compress = "on", symlinks = "beneath";
-    std::string http2 = "on", h2c = "on", pin = "off";
+    std::string http2 = "on", h2c = "on", h2c_sendfile = "off", pin = "off";
     bool no_pin = false; // the older spelling of --pin off, kept
     ProxyOptionTexts proxy;
 };
@@ -237,6 +237,12 @@ void add_listening_options(CLI::App& app, ServerOptions& options, OptionTexts& t
         ->check(CLI::IsMember({"on", "off"}));
     app.add_option("--h2c", texts.h2c,
                    "on: HTTP/2 with prior knowledge (h2c) on plain listeners; off")
+        ->group("Listening")
+        ->capture_default_str()
+        ->check(CLI::IsMember({"on", "off"}));
+    app.add_option("--h2c-sendfile", texts.h2c_sendfile,
+                   "on: h2c file bodies by sendfile after each DATA header; off: pread (faster "
+                   "with 16 KiB frames)")
         ->group("Listening")
         ->capture_default_str()
         ->check(CLI::IsMember({"on", "off"}));
@@ -456,6 +462,7 @@ std::string finish_options(const CLI::App& app, ServerOptions& options, const Op
     options.compress = texts.compress == "on";
     options.http2 = texts.http2 == "on";
     options.h2c = texts.h2c == "on";
+    options.h2c_sendfile = texts.h2c_sendfile == "on";
     options.symlinks = *parse_symlink_policy(texts.symlinks);
     if (options.header_timeout_ms == 0 || options.keepalive_timeout_ms == 0 ||
         options.body_timeout_ms == 0 || options.send_timeout_ms == 0 ||

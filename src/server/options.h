@@ -46,9 +46,10 @@ struct ServerOptions {
     uint64_t max_body_size = 1 << 20;
 
     std::vector<std::string> index = {"index.html"};
-    bool compress = true; // --compress on|off: gzip, br, zstd on the fly
-    bool http2 = true;    // --http2 on|off: h2 by ALPN on TLS listeners
-    bool h2c = true;      // --h2c on|off: HTTP/2 with prior knowledge on plain listeners
+    bool compress = true;      // --compress on|off: gzip, br, zstd on the fly
+    bool http2 = true;         // --http2 on|off: h2 by ALPN on TLS listeners
+    bool h2c = true;           // --h2c on|off: HTTP/2 with prior knowledge on plain listeners
+    bool h2c_sendfile = false; // --h2c-sendfile on|off: h2c file DATA payloads by sendfile
     SymlinkPolicy symlinks = SymlinkPolicy::Beneath; // --symlinks beneath|follow|owner
     bool autoindex = false;
     bool dotfiles_allow = false;

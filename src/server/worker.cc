@@ -15,6 +15,7 @@ Http1Options http1_options(const ServerOptions& options) {
     http1.keepalive_requests = options.keepalive_requests;
     http1.http2 = options.http2;
     http1.h2c = options.h2c;
+    http1.h2c_sendfile = options.h2c_sendfile;
     return http1;
 }
 

@@ -175,14 +175,18 @@ class Http2(unittest.TestCase):
             raise
         cls.tls_port = tls_port
         cls.big = os.urandom(700 * 1024)
-        cls.server.write("big.bin", cls.big)
-        # Past the in-memory limit (128 KiB) a file goes out from its fd: on h2c with
-        # sendfile after a frame header lepus wrote, on TLS read into the output.
+        # Past the in-memory limit (128 KiB) a file goes out from its fd: read into
+        # the output (pread), or on h2c with --h2c-sendfile on, by sendfile after a
+        # frame header lepus wrote (a second server, same files).
         cls.files = {"mib.bin": os.urandom(1 << 20), "k100.bin": os.urandom(100 * 1024),
                      "k200.bin": os.urandom(200 * 1024)}
-        for name, content in cls.files.items():
-            cls.server.write(name, content)
+        cls.sendfile_server = harness.Lepus(["--h2c-sendfile", "on"])
+        for server in (cls.server, cls.sendfile_server):
+            for name, content in cls.files.items():
+                server.write(name, content)
+            server.write("big.bin", cls.big)
         cls.server.write("index.html", "<p>hello over h2</p>\n")
+        cls.sendfile_server.write("index.html", "<p>hello over h2</p>\n")
         cls.server.write("post.php", "<?php echo strlen(file_get_contents('php://input')), ' ',"
                                      " md5(file_get_contents('php://input')), ' ',"
                                      " $_SERVER['REQUEST_METHOD'];\n")
@@ -194,6 +198,7 @@ class Http2(unittest.TestCase):
     @classmethod
     def tearDownClass(cls):
         try:
+            cls.sendfile_server.stop(harness.LepusTestCase._Checker())
             cls.server.stop(harness.LepusTestCase._Checker())
         finally:
             if cls.fpm:
@@ -303,10 +308,13 @@ class Http2(unittest.TestCase):
             done = get(url("/slow.php"))
             self.assertEqual(done.stdout, b"part 0\npart 1\npart 2\n")
 
-    def raw_h2c(self):
-        sock = socket.create_connection(("127.0.0.1", self.server.port), timeout=10)
+    def raw_h2c(self, server=None):
+        sock = socket.create_connection(("127.0.0.1", (server or self.server).port), timeout=10)
         sock.sendall(PREFACE + frame(SETTINGS, 0, 0))
         return sock
+
+    def raw_h2c_sendfile(self):
+        return self.raw_h2c(self.sendfile_server)
 
     def tls_h2(self):
         context = ssl.create_default_context()
@@ -321,7 +329,7 @@ class Http2(unittest.TestCase):
     def test_large_files_on_concurrent_streams(self):
         """Files sent from their fd (1 MiB, 200 KiB, 700 KiB, a range of 1 MiB)
         and one from memory (100 KiB) on six streams at once: every byte where
-        it belongs, on h2c (sendfile) and h2 (TLS)."""
+        it belongs, on h2c (pread, and sendfile with --h2c-sendfile on) and h2 (TLS)."""
         mib, k100, k200 = self.files["mib.bin"], self.files["k100.bin"], self.files["k200.bin"]
         wanted = {1: (b"/mib.bin", (), 0x88, mib),
                   3: (b"/k100.bin", (), 0x88, k100),
@@ -329,8 +337,9 @@ class Http2(unittest.TestCase):
                   7: (b"/k200.bin", (), 0x88, k200),
                   9: (b"/big.bin", (), 0x88, self.big),
                   11: (b"/mib.bin", [(b"range", b"bytes=1048000-")], 0x8a, mib[1048000:])}
-        for connect, scheme in ((self.raw_h2c, b"http"), (self.tls_h2, b"https")):
-            with self.subTest(scheme=scheme), connect() as sock:
+        for connect, scheme in ((self.raw_h2c, b"http"), (self.raw_h2c_sendfile, b"http"),
+                                (self.tls_h2, b"https")):
+            with self.subTest(scheme=scheme, connect=connect.__name__), connect() as sock:
                 requests = b""
                 for stream, (path, extra, _, _) in wanted.items():
                     block = hpack([(b":method", b"GET"), (b":scheme", scheme), (b":path", path),
@@ -391,15 +400,19 @@ class Http2(unittest.TestCase):
         the next request for it drops the old cache entry, so only the frames
         already begun keep the old file open. They are finished from it, and the
         new file's bytes come exactly."""
-        path = os.path.join(self.server.root, "reset.bin")
 
-        def replace(content):  # a new inode, as a deploy does
+        def replace(path, content):  # a new inode, as a deploy does
             with open(path + ".new", "wb") as f:
                 f.write(content)
             os.replace(path + ".new", path)
 
-        for port, tls in ((self.server.port, False), (self.tls_port, True)):
-            replace(os.urandom(8 << 20))
+        # h2c and h2 read the file into the output; with --h2c-sendfile on the
+        # queued frames are segments that must hold the old file themselves.
+        for server, port, tls in ((self.server, self.server.port, False),
+                                  (self.sendfile_server, self.sendfile_server.port, False),
+                                  (self.server, self.tls_port, True)):
+            path = os.path.join(server.root, "reset.bin")
+            replace(path, os.urandom(8 << 20))
             raw = socket.socket()
             raw.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 16384)
             raw.settimeout(10)
@@ -410,14 +423,14 @@ class Http2(unittest.TestCase):
                 context.verify_mode = ssl.CERT_NONE
                 context.set_alpn_protocols(["h2"])
                 raw = context.wrap_socket(raw)
-            with self.subTest(tls=tls), raw as sock:
+            with self.subTest(port=port, tls=tls), raw as sock:
                 sock.sendall(PREFACE + WIDE_OPEN + frame(HEADERS, END_HEADERS | END_STREAM, 1,
                                                          request_block(b"/reset.bin")))
                 time.sleep(0.3)  # lepus fills the socket and blocks mid-file
                 # Shorter than what went out already: frames sent from a closed
                 # (or reused) fd would end early and close the connection.
                 new = os.urandom(10 * 1024)
-                replace(new)
+                replace(path, new)
                 time.sleep(1.2)  # past the file cache's revalidation interval (1 s)
                 sock.sendall(frame(RST_STREAM, 0, 1, struct.pack(">I", 8)) +  # CANCEL
                              frame(HEADERS, END_HEADERS | END_STREAM, 3,
@@ -430,9 +443,9 @@ class Http2(unittest.TestCase):
 
     def test_a_file_that_shrinks_mid_response_ends_the_connection(self):
         """Frames of a file already announced cannot be taken back: when the file
-        shrinks under a queued sendfile, the connection closes, with one line in
-        the error log, and lepus goes on serving."""
-        server = harness.Lepus()
+        shrinks under a queued sendfile (--h2c-sendfile on), the connection closes,
+        with one line in the error log, and lepus goes on serving."""
+        server = harness.Lepus(["--h2c-sendfile", "on"])
         self.addCleanup(server.stop, self)
         path = server.write("shrink.bin", os.urandom(16 << 20))
         sock = socket.socket()
