@@ -91,7 +91,7 @@ long note_socket_read(BIO* bio, int operation, const char*, size_t length, int, 
 
 // Sends as much of [data, data + length) as the socket takes: bytes sent
 // (possibly 0) or kIoError.
-ssize_t send_some(int fd, const char* data, size_t length, uint64_t& calls) {
+ssize_t send_some(int fd, const char* data, size_t length, uint32_t& calls) {
     size_t sent = 0;
     while (sent < length) {
         ++calls;
@@ -297,7 +297,8 @@ ssize_t TlsTransport::seal(const char* data, size_t length) {
     // The gathering BIO takes everything: success, or a fatal error.
     int result = SSL_write_ex(ssl_, data, length, &written);
     if (result != 1) return io_failed(SSL_get_error(ssl_, result));
-    sent_ += length;
+    // Only compared with kSmallRecordBytes: it stops there.
+    sent_ = uint32_t(std::min<uint64_t>(uint64_t(sent_) + length, kSmallRecordBytes));
     return ssize_t(length);
 }
 
@@ -311,7 +312,7 @@ ssize_t TlsTransport::ship(size_t plaintext) {
     }
     if (size_t(n) < out.size()) {
         held_.assign(out, size_t(n));
-        held_plain_ = plaintext;
+        held_plain_ = uint32_t(plaintext); // at most kBatchBytes and a record
     }
     out.clear();
     return held_.empty() ? 1 : kIoAgain;
@@ -335,8 +336,8 @@ ssize_t TlsTransport::finish_held(size_t offered) {
         if (ssize_t flushed = flush_held(); flushed != 1) return flushed;
     // The caller offers the held plaintext again (it was told nothing was
     // taken): it is sent now, so say so; never more than it offers.
-    size_t plaintext = std::min(held_plain_, offered);
-    held_plain_ -= plaintext;
+    size_t plaintext = std::min<size_t>(held_plain_, offered);
+    held_plain_ -= uint32_t(plaintext);
     return ssize_t(plaintext);
 }
 
