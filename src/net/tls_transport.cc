@@ -303,19 +303,12 @@ ssize_t TlsTransport::seal(const char* data, size_t length) {
 }
 
 ssize_t TlsTransport::ship(size_t plaintext) {
-    std::string& out = gathered();
-    ssize_t n = send_some(fd_.get(), out.data(), out.size(), record_sends_);
-    if (n == kIoError) {
-        out.clear();
-        broken_ = true;
-        return kIoError;
-    }
-    if (size_t(n) < out.size()) {
-        held_.assign(out, size_t(n));
-        held_plain_ = uint32_t(plaintext); // at most kBatchBytes and a record
-    }
-    out.clear();
-    return held_.empty() ? 1 : kIoAgain;
+    // Called with nothing held: push_gathered sends, and keeps what the
+    // socket refused.
+    if (!push_gathered()) return kIoError;
+    if (held_.empty()) return 1;
+    held_plain_ = uint32_t(plaintext); // at most kBatchBytes and a record
+    return kIoAgain;
 }
 
 ssize_t TlsTransport::flush_held() {

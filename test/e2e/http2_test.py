@@ -326,6 +326,24 @@ class Http2(unittest.TestCase):
         self.assertEqual(sock.selected_alpn_protocol(), "h2")
         return sock
 
+    def check_concurrent_streams(self, sock, scheme, wanted):
+        """Sends every request of `wanted` ({stream: (path, extra fields, status
+        byte, body)}) at once and checks each stream's status and every byte."""
+        requests = b""
+        for stream, (path, extra, _, _) in wanted.items():
+            block = hpack([(b":method", b"GET"), (b":scheme", scheme), (b":path", path),
+                           (b":authority", b"localhost")] + list(extra))
+            requests += frame(HEADERS, END_HEADERS | END_STREAM, stream, block)
+        sock.sendall((PREFACE if scheme == b"https" else b"") + WIDE_OPEN + requests)
+        got = read_streams(sock, list(wanted))
+        for stream, (path, _, status, body) in wanted.items():
+            head, data = got[stream]
+            # nghttp2 sends :status first, from HPACK's static table: 0x88 is
+            # ":status: 200", 0x8a ":status: 206" (RFC 7541 Appendix A).
+            self.assertEqual(head[0], status, (stream, path))
+            self.assertEqual(len(data), len(body), (stream, path))
+            self.assertTrue(data == body, (stream, path))
+
     def test_large_files_on_concurrent_streams(self):
         """Files sent from their fd (1 MiB, 200 KiB, 700 KiB, a range of 1 MiB)
         and one from memory (100 KiB) on six streams at once: every byte where
@@ -340,20 +358,7 @@ class Http2(unittest.TestCase):
         for connect, scheme in ((self.raw_h2c, b"http"), (self.raw_h2c_sendfile, b"http"),
                                 (self.tls_h2, b"https")):
             with self.subTest(scheme=scheme, connect=connect.__name__), connect() as sock:
-                requests = b""
-                for stream, (path, extra, _, _) in wanted.items():
-                    block = hpack([(b":method", b"GET"), (b":scheme", scheme), (b":path", path),
-                                   (b":authority", b"localhost")] + list(extra))
-                    requests += frame(HEADERS, END_HEADERS | END_STREAM, stream, block)
-                sock.sendall((PREFACE if scheme == b"https" else b"") + WIDE_OPEN + requests)
-                got = read_streams(sock, list(wanted))
-                for stream, (path, _, status, body) in wanted.items():
-                    head, data = got[stream]
-                    # nghttp2 sends :status first, from HPACK's static table:
-                    # 0x88 is ":status: 200", 0x8a ":status: 206" (RFC 7541 Appendix A).
-                    self.assertEqual(head[0], status, (stream, path))
-                    self.assertEqual(len(data), len(body), (stream, path))
-                    self.assertTrue(data == body, (stream, path))
+                self.check_concurrent_streams(sock, scheme, wanted)
 
     def test_bodies_from_memory_on_concurrent_streams(self):
         """A file the cache holds whole (100 KiB, under the 128 KiB limit), its
@@ -374,18 +379,7 @@ class Http2(unittest.TestCase):
                   17: (b"/k100.bin", (), 0x88, k100)}
         for connect, scheme in ((self.raw_h2c, b"http"), (self.tls_h2, b"https")):
             with self.subTest(scheme=scheme), connect() as sock:
-                requests = b""
-                for stream, (path, extra, _, _) in wanted.items():
-                    block = hpack([(b":method", b"GET"), (b":scheme", scheme), (b":path", path),
-                                   (b":authority", b"localhost")] + list(extra))
-                    requests += frame(HEADERS, END_HEADERS | END_STREAM, stream, block)
-                sock.sendall((PREFACE if scheme == b"https" else b"") + WIDE_OPEN + requests)
-                got = read_streams(sock, list(wanted))
-                for stream, (path, _, status, body) in wanted.items():
-                    head, data = got[stream]
-                    self.assertEqual(head[0], status, (stream, path))
-                    self.assertEqual(len(data), len(body), (stream, path))
-                    self.assertTrue(data == body, (stream, path))
+                self.check_concurrent_streams(sock, scheme, wanted)
         # The same through curl, one stream a connection.
         for get, url in ((self.h2c, self.plain), (self.h2, self.secure)):
             with self.subTest(url=url("/k100.bin")):
