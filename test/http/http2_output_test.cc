@@ -96,6 +96,20 @@ protected:
         return Http2Output::Status::Again;
     }
 
+    // Checks what is queued (`segments` of them left in files or memory),
+    // drains it `budget` bytes a write, and checks that exactly `expected`
+    // came out and nothing is left.
+    static void expect_drains_to(Http2Output& output, size_t budget, const std::string& expected,
+                                 size_t segments) {
+        ThrottledTransport transport;
+        EXPECT_EQ(output.pending(), expected.size());
+        EXPECT_EQ(output.segments(), segments);
+        EXPECT_EQ(drain(output, transport, budget), Http2Output::Status::Done);
+        EXPECT_EQ(transport.received, expected);
+        EXPECT_TRUE(output.empty());
+        EXPECT_EQ(output.segments(), 0U);
+    }
+
     test::TempDir dir_{"http2-output"};
     std::string contents_;
     std::string path_;
@@ -106,7 +120,6 @@ TEST_F(Http2OutputTest, EverythingLeavesInOrderWhateverEachWriteTakes) {
     for (size_t budget : {size_t(1), size_t(2), size_t(7), size_t(9), size_t(64), size_t(4096)}) {
         SCOPED_TRACE(budget);
         Http2Output output;
-        ThrottledTransport transport;
         output.append("SETTINGS");
         output.append_file("HEADER-1:", file_, fd(), 10, 100);
         output.append("WINDOW");
@@ -116,12 +129,7 @@ TEST_F(Http2OutputTest, EverythingLeavesInOrderWhateverEachWriteTakes) {
         std::string expected = "SETTINGS" + std::string("HEADER-1:") + slice(10, 100) + "WINDOW" +
                                "HEADER-2:" + slice(200, 50) + "HEADER-3:" + slice(0, 5) +
                                "HEADER-4:" + slice(295, 5);
-        EXPECT_EQ(output.pending(), expected.size());
-        EXPECT_EQ(output.segments(), 3U);
-        EXPECT_EQ(drain(output, transport, budget), Http2Output::Status::Done);
-        EXPECT_EQ(transport.received, expected);
-        EXPECT_TRUE(output.empty());
-        EXPECT_EQ(output.segments(), 0U);
+        expect_drains_to(output, budget, expected, 3);
     }
 }
 
@@ -129,7 +137,6 @@ TEST_F(Http2OutputTest, MemorySegmentsLeaveInOrderWhateverEachWriteTakes) {
     for (size_t budget : {size_t(1), size_t(2), size_t(7), size_t(9), size_t(64), size_t(4096)}) {
         SCOPED_TRACE(budget);
         Http2Output output;
-        ThrottledTransport transport;
         output.append("SETTINGS");
         output.append_memory("HEADER-1:", file_, memory(10), 100);
         output.append_memory("HEADER-2:", file_, memory(110), 3);
@@ -143,12 +150,7 @@ TEST_F(Http2OutputTest, MemorySegmentsLeaveInOrderWhateverEachWriteTakes) {
             "SETTINGS" + std::string("HEADER-1:") + slice(10, 100) + "HEADER-2:" + slice(110, 3) +
             "WINDOW" + "HEADER-3:" + slice(200, 50) + "HEADER-4:" + slice(0, 1) +
             "HEADER-5:" + "HEADER-6:" + slice(250, 20) + "HEADER-7:" + slice(270, 30);
-        EXPECT_EQ(output.pending(), expected.size());
-        EXPECT_EQ(output.segments(), 5U);
-        EXPECT_EQ(drain(output, transport, budget), Http2Output::Status::Done);
-        EXPECT_EQ(transport.received, expected);
-        EXPECT_TRUE(output.empty());
-        EXPECT_EQ(output.segments(), 0U);
+        expect_drains_to(output, budget, expected, 5);
     }
 }
 
