@@ -1,15 +1,19 @@
 #include "net/tls_context.h"
 
 #include "base/clock.h"
+#include "base/unique_fd.h"
 
 #include <cerrno>
 #include <cstring>
 #include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <openssl/core_names.h>
 #include <openssl/err.h>
 #include <openssl/evp.h>
 #include <openssl/pem.h>
 #include <openssl/rand.h>
+#include <sys/socket.h>
 #include <unistd.h>
 #include <unordered_map>
 
@@ -169,6 +173,7 @@ SSL_CTX* make_context(const TlsSettings& settings, std::string& error) {
     // is a normal end for HTTP/1.1 clients, not an error (RFC 9112 §9.8).
     SSL_CTX_set_options(context, SSL_OP_NO_RENEGOTIATION | SSL_OP_IGNORE_UNEXPECTED_EOF |
                                      SSL_OP_NO_COMPRESSION | SSL_OP_CIPHER_SERVER_PREFERENCE);
+    if (settings.ktls) SSL_CTX_set_options(context, SSL_OP_ENABLE_KTLS);
     // OpenSSL's callback argument is a pointer: the version travels in it.
     SSL_CTX_set_client_hello_cb(context, prefer_client_order_for_tls13,
                                 // NOLINTNEXTLINE(performance-no-int-to-ptr)
@@ -232,6 +237,20 @@ SslContextRef& SslContextRef::operator=(SslContextRef&& other) noexcept {
 
 SslContextRef::~SslContextRef() {
     SSL_CTX_free(context_);
+}
+
+bool kernel_offers_ktls() {
+    // Attaching the `tls` ULP to a socket that is not connected loads the
+    // module if it exists and then fails with ENOTCONN; a kernel without it
+    // says ENOENT (and one older than TCP_ULP, ENOPROTOOPT). No connection
+    // is needed to ask, and nothing is left attached.
+    static const bool offered = [] {
+        UniqueFd probe(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+        if (!probe) return false;
+        return ::setsockopt(probe.get(), IPPROTO_TCP, TCP_ULP, "tls", 3) == 0 ||
+               (errno != ENOENT && errno != ENOPROTOOPT);
+    }();
+    return offered;
 }
 
 bool parse_tls_protocols(std::string_view text, int& min_version, int& max_version) {

@@ -50,7 +50,15 @@ struct TlsSettings {
     // TLS 1.3 suites; empty: OpenSSL's default (all three are AEAD).
     std::string ciphersuites;
     bool http2 = true; // ALPN offers h2 before http/1.1
+    // SSL_OP_ENABLE_KTLS: after the handshake the kernel encrypts what the
+    // connection sends (and files go out by SSL_sendfile) when the cipher is
+    // one Linux's tls module knows. Set only when kernel_offers_ktls().
+    bool ktls = false;
 };
+
+// Whether this kernel has Linux's `tls` upper-layer protocol (the module is
+// loaded, or loads on first use). Asked once; later calls give the same answer.
+bool kernel_offers_ktls();
 
 // An owned reference to an SSL_CTX (SSL_CTX_up_ref / SSL_CTX_free).
 class SslContextRef {

@@ -179,11 +179,17 @@ ssize_t TlsTransport::handshake() {
     int result = SSL_do_handshake(ssl_);
     if (result == 1) {
         handshake_done_ = true;
-        // From here on records are gathered and sent in batches. The
-        // handshake itself wrote straight to the socket: OpenSSL buffers
-        // and flushes its flights on its own.
-        if (BIO* gather = gathering_bio(); gather && BIO_up_ref(gather) == 1)
+        ktls_send_ = BIO_get_ktls_send(SSL_get_wbio(ssl_)) != 0;
+        if (ktls_send_) {
+            // The kernel makes the records: OpenSSL writes plaintext to the
+            // socket, and a write it could not finish is offered again.
+            SSL_set_mode(ssl_, SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER | SSL_MODE_ENABLE_PARTIAL_WRITE);
+        } else if (BIO* gather = gathering_bio(); gather && BIO_up_ref(gather) == 1) {
+            // From here on records are gathered and sent in batches. The
+            // handshake itself wrote straight to the socket: OpenSSL buffers
+            // and flushes its flights on its own.
             SSL_set0_wbio(ssl_, gather);
+        }
         TlsCounters::bump(counters_.handshakes);
         if (SSL_session_reused(ssl_)) TlsCounters::bump(counters_.resumed);
         if (protocol_out_) *protocol_out_ = protocol();
@@ -353,68 +359,122 @@ bool TlsTransport::push_gathered() {
     return true;
 }
 
+namespace {
+
+// Walks the caller's vector one record at a time. Small pieces (a response
+// head and a short body) are gathered into one record, so that they cost one
+// record and not one each.
+class RecordCursor {
+public:
+    RecordCursor(const iovec* iov, int count) : iov_(iov), count_(count) { skip_empty(); }
+
+    bool done() const { return index_ == count_; }
+    // The next record's plaintext, at most `limit` bytes (in record_buffer()
+    // when gathered); advance() past what was taken of it.
+    std::string_view next(size_t limit) const {
+        const char* data = static_cast<const char*>(iov_[index_].iov_base) + offset_;
+        size_t length = iov_[index_].iov_len - offset_;
+        if (length >= limit || index_ + 1 == count_) return {data, std::min(length, limit)};
+        char* record = record_buffer();
+        size_t filled = 0;
+        for (int i = index_; i < count_ && filled < limit; ++i) {
+            size_t skip = i == index_ ? offset_ : 0;
+            size_t take = std::min(iov_[i].iov_len - skip, limit - filled);
+            if (take == 0) continue; // an empty piece may have no base at all
+            std::memcpy(record + filled, static_cast<const char*>(iov_[i].iov_base) + skip, take);
+            filled += take;
+        }
+        return {record, filled};
+    }
+    void advance(size_t length) {
+        while (length > 0) {
+            size_t step = std::min(length, iov_[index_].iov_len - offset_);
+            offset_ += step;
+            length -= step;
+            skip_empty();
+        }
+    }
+
+private:
+    void skip_empty() {
+        while (index_ < count_ && offset_ == iov_[index_].iov_len) {
+            ++index_;
+            offset_ = 0;
+        }
+    }
+
+    const iovec* iov_;
+    int count_;
+    int index_ = 0;
+    size_t offset_ = 0; // into iov_[index_]
+};
+
+} // namespace
+
 ssize_t TlsTransport::writev(const iovec* iov, int count, bool more) {
     want_write_ = false;
     if (!ssl_) return (errno = ENOTCONN), kIoError;
     if (!handshake_done_)
         if (ssize_t done = handshake(); done != 1) return done;
+    if (ktls_send_) return write_through_kernel(iov, count);
     size_t offered = 0;
     for (int i = 0; i < count; ++i)
         offered += iov[i].iov_len;
     if (ssize_t held = finish_held(offered); held != 0) return held;
     size_t total = 0;
     size_t batch = 0; // plaintext gathered, not yet sent
-    int index = 0;
-    size_t offset = 0; // into iov[index]
+    RecordCursor cursor(iov, count);
     for (;;) {
-        while (index < count && offset == iov[index].iov_len) {
-            ++index;
-            offset = 0;
-        }
-        if (index == count || batch >= kBatchBytes) {
+        if (cursor.done() || batch >= kBatchBytes) {
             if (batch == 0) return ssize_t(total);
             ssize_t shipped = ship(batch);
             if (shipped != 1) return shipped == kIoAgain && total > 0 ? ssize_t(total) : shipped;
             total += std::exchange(batch, 0);
             continue;
         }
-        const char* data = static_cast<const char*>(iov[index].iov_base) + offset;
-        size_t length = iov[index].iov_len - offset;
-        size_t limit = record_limit();
-        if (length < limit && index + 1 < count) {
-            // Gather the small pieces (a head and a body) into one record.
-            char* record = record_buffer();
-            size_t filled = 0;
-            for (int i = index; i < count && filled < limit; ++i) {
-                size_t skip = i == index ? offset : 0;
-                size_t take = std::min(iov[i].iov_len - skip, limit - filled);
-                if (take == 0) continue; // an empty piece may have no base at all
-                std::memcpy(record + filled, static_cast<const char*>(iov[i].iov_base) + skip,
-                            take);
-                filled += take;
-            }
-            data = record;
-            length = filled;
-        }
-        length = std::min(length, limit);
-        if (seal(data, length) < 0) return discard_gathered();
-        batch += length;
-        // Advance over `length` bytes of the vector.
-        for (size_t left = length; left > 0;) {
-            size_t step = std::min(left, iov[index].iov_len - offset);
-            offset += step;
-            left -= step;
-            if (offset == iov[index].iov_len && left > 0) {
-                ++index;
-                offset = 0;
-            }
-        }
+        std::string_view record = cursor.next(record_limit());
+        if (seal(record.data(), record.size()) < 0) return discard_gathered();
+        batch += record.size();
+        cursor.advance(record.size());
     }
+}
+
+ssize_t TlsTransport::write_through_kernel(const iovec* iov, int count) {
+    // With kTLS OpenSSL hands plaintext to the socket and the kernel makes
+    // the records: each SSL_write is one write(2). A write the socket refuses
+    // stays in OpenSSL (wpend) and the caller offers the same bytes again,
+    // as after any kIoAgain; the SSL is in ACCEPT_MOVING_WRITE_BUFFER and
+    // ENABLE_PARTIAL_WRITE mode for that (handshake()).
+    size_t total = 0;
+    RecordCursor cursor(iov, count);
+    while (!cursor.done()) {
+        std::string_view record = cursor.next(kRecordSize);
+        size_t written = 0;
+        ERR_clear_error();
+        int result = SSL_write_ex(ssl_, record.data(), record.size(), &written);
+        if (result != 1) {
+            int error = SSL_get_error(ssl_, result);
+            if (error == SSL_ERROR_WANT_WRITE) return total > 0 ? ssize_t(total) : kIoAgain;
+            return io_failed(error);
+        }
+        total += written;
+        cursor.advance(written);
+    }
+    return ssize_t(total);
 }
 
 ssize_t TlsTransport::send_file(int file_fd, uint64_t offset, size_t length) {
     want_write_ = false;
     if (!ssl_) return (errno = ENOTCONN), kIoError;
+    if (ktls_send_) {
+        // The kernel encrypts the file's pages as it sends them: zero-copy,
+        // as sendfile on a plain socket.
+        ERR_clear_error();
+        ossl_ssize_t sent = SSL_sendfile(ssl_, file_fd, off_t(offset), length, 0);
+        if (sent >= 0) return ssize_t(sent);
+        int error = SSL_get_error(ssl_, int(sent));
+        return error == SSL_ERROR_WANT_WRITE ? kIoAgain : io_failed(error);
+    }
     if (ssize_t held = finish_held(length); held != 0) return held;
     size_t total = 0;
     size_t batch = 0; // plaintext gathered, not yet sent

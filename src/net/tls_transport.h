@@ -21,10 +21,12 @@
 //   same bytes again, as for any kIoAgain, and the next call sends the held
 //   records first and only then reports them. Nothing the engine believes
 //   sent is ever in user space, so the engines need no flush call.
-// - send_file(): no kTLS on kernels without the `tls` ULP, so the file is
-//   read with pread into a per-thread buffer and written as records.
-//   zero_copy_files() stays false: an engine that sent a frame header apart
-//   from its payload would pay a TLS record (and an SSL_write) for each.
+// - send_file(): with kTLS (SSL_OP_ENABLE_KTLS, a kernel with the `tls`
+//   ULP and a cipher it knows), SSL_sendfile: the kernel encrypts the file's
+//   pages, and writev() is SSL_write straight to the socket. Without it the
+//   file is read with pread into a per-thread buffer and written as records.
+//   zero_copy_files() stays false either way: an engine that sent a frame
+//   header apart from its payload would pay a TLS record for each.
 // - A plain HTTP request on the TLS port gets a 400 with one line of
 //   explanation, as nginx's "The plain HTTP request was sent to HTTPS port".
 #pragma once
@@ -88,6 +90,8 @@ public:
     std::string_view protocol() const;
     std::string_view cipher() const;
     bool handshake_done() const { return handshake_done_; }
+    // After the handshake: the kernel encrypts what this connection sends.
+    bool ktls_send() const { return ktls_send_; }
     // What the socket BIO's reads found (kept by a BIO callback).
     struct SocketReads {
         uint32_t calls = 0;   // recv calls, for tests (wraps)
@@ -131,6 +135,8 @@ private:
     void answer_plain_http();
     // SSL_read until `size` bytes or the socket is drained (read()'s core).
     ssize_t read_records(char* buffer, size_t size);
+    // writev() on a kTLS connection: SSL_write to the socket, a record each.
+    ssize_t write_through_kernel(const iovec* iov, int count);
     // Drops what a failed call gathered; returns kIoError.
     ssize_t discard_gathered();
     // Encrypts one record of `length` bytes into the gathering buffer:
@@ -176,6 +182,7 @@ private:
     bool shut_down_ = false; // close_notify already sent
     bool handshake_done_ = false;
     bool want_write_ = false;
+    bool ktls_send_ = false;
 };
 
 } // namespace lepus

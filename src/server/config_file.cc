@@ -93,7 +93,8 @@ public:
             out.origins[option] = position(path_, node.source());
             if (node.is_boolean() &&
                 (option == "--compress" || option == "--defer-accept" || option == "--http2" ||
-                 option == "--h2c" || option == "--h2c-sendfile" || option == "--pin")) {
+                 option == "--h2c" || option == "--h2c-sendfile" || option == "--pin" ||
+                 option == "--ktls")) {
                 // Options that take on|off: `compress = false` means off.
                 out.arguments.push_back(option);
                 out.arguments.emplace_back(*node.value<bool>() ? "on" : "off");

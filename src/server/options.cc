@@ -169,7 +169,7 @@ struct OptionTexts {
     std::string fastcgi_queue_timeout, fastcgi_timeout, fastcgi_idle_timeout;
     std::string max_body_size, dotfiles = "deny", accept = "auto", io = "epoll";
     std::string defer_accept = "on", compress = "on", symlinks = "beneath";
-    std::string http2 = "on", h2c = "on", h2c_sendfile = "off", pin = "off";
+    std::string http2 = "on", h2c = "on", h2c_sendfile = "off", pin = "off", ktls = "on";
     bool no_pin = false; // the older spelling of --pin off, kept
     ProxyOptionTexts proxy;
 };
@@ -345,7 +345,7 @@ void add_file_and_php_options(CLI::App& app, ServerOptions& options, OptionTexts
         ->check(duration);
 }
 
-void add_process_options(CLI::App& app, ServerOptions& options) {
+void add_process_options(CLI::App& app, ServerOptions& options, OptionTexts& texts) {
     app.option_defaults()->group(kProcess);
     app.add_option("--status-path", options.status_path,
                    "Serve the status page (JSON; ?format=prometheus) at this path");
@@ -372,6 +372,11 @@ void add_process_options(CLI::App& app, ServerOptions& options) {
         ->capture_default_str();
     app.add_option("--tls-ciphers", options.tls_ciphers,
                    "TLS 1.2 cipher list, OpenSSL syntax (ECDHE with AES-GCM or ChaCha20)");
+    app.add_option("--ktls", texts.ktls,
+                   "on: the kernel encrypts TLS records and files go out by SSL_sendfile, where "
+                   "Linux has its tls module; off")
+        ->capture_default_str()
+        ->check(CLI::IsMember({"on", "off"}));
     app.add_option("--user", options.user, "Run as this user after binding (when started as root)");
     app.add_option("--group", options.group, "Run as this group after binding");
 }
@@ -463,6 +468,7 @@ std::string finish_options(const CLI::App& app, ServerOptions& options, const Op
     options.http2 = texts.http2 == "on";
     options.h2c = texts.h2c == "on";
     options.h2c_sendfile = texts.h2c_sendfile == "on";
+    options.ktls = texts.ktls == "on";
     options.symlinks = *parse_symlink_policy(texts.symlinks);
     if (options.header_timeout_ms == 0 || options.keepalive_timeout_ms == 0 ||
         options.body_timeout_ms == 0 || options.send_timeout_ms == 0 ||
@@ -522,7 +528,7 @@ CommandLineResult parse_arguments(const std::vector<std::string>& arguments, Ser
     add_listening_options(app, options, texts);
     add_log_and_limit_options(app, options, texts);
     add_file_and_php_options(app, options, texts);
-    add_process_options(app, options);
+    add_process_options(app, options, texts);
     add_proxy_options(app, options.proxy, texts.proxy, DurationValidator(), SizeValidator());
     if (std::optional<int> code = parse_or_exit(app, arguments, origins)) return {false, *code};
     if (std::string error = finish_options(app, options, texts); !error.empty())
@@ -550,6 +556,10 @@ TlsSettings tls_settings(const ServerOptions& options) {
             settings.default_certificates.push_back({pair.cert, pair.key});
     settings.protocols = options.tls_protocols;
     settings.http2 = options.http2;
+    // Asked of the kernel once: OpenSSL tries kTLS on every handshake it is
+    // enabled for, and on a kernel without the module that is a failed
+    // setsockopt (and, for root, a modprobe) per connection.
+    settings.ktls = options.ktls && kernel_offers_ktls();
     if (!options.tls_ciphers.empty()) settings.ciphers = options.tls_ciphers;
     return settings;
 }

@@ -50,6 +50,7 @@ struct ServerOptions {
     bool http2 = true;         // --http2 on|off: h2 by ALPN on TLS listeners
     bool h2c = true;           // --h2c on|off: HTTP/2 with prior knowledge on plain listeners
     bool h2c_sendfile = false; // --h2c-sendfile on|off: h2c file DATA payloads by sendfile
+    bool ktls = true;          // --ktls on|off: kernel TLS where Linux has its tls module
     SymlinkPolicy symlinks = SymlinkPolicy::Beneath; // --symlinks beneath|follow|owner
     bool autoindex = false;
     bool dotfiles_allow = false;

@@ -324,6 +324,13 @@ int Server::run() {
         log_info("FastCGI: %s for %zu extension(s), %u connections in all, queue %u per reactor",
                  s.options.fastcgi.c_str(), s.options.fastcgi_ext.size(),
                  std::max(s.options.fastcgi_pool, s.threads), s.options.fastcgi_queue);
+    if (uses_tls(s.options)) {
+        const char* ktls = "off (--ktls off)";
+        if (s.options.ktls)
+            ktls = kernel_offers_ktls() ? "on: the kernel encrypts, files go by SSL_sendfile"
+                                        : "off: this kernel has no tls module";
+        log_info("TLS: kTLS %s", ktls);
+    }
     if (!s.options.proxy.address.empty())
         log_info("proxy: %s after the files, %u connections in all, queue %u per reactor",
                  s.options.proxy.address.c_str(), std::max(s.options.proxy.pool, s.threads),

@@ -105,6 +105,16 @@ def status_tls(server):
     return totals
 
 
+def log_has(server, text, timeout=10):
+    """Whether `text` reaches the error log (written by an async logger) in time."""
+    deadline = time.monotonic() + timeout
+    while text not in server.error_log_text():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
 def require_tools():
     if not harness.BINARY:
         raise unittest.SkipTest("LEPUS_BINARY is not set")
@@ -299,6 +309,28 @@ class TlsTests(unittest.TestCase):
         self.assertEqual(len(r.body), len(self.big))
         self.assertEqual(r.body, self.big)
 
+    def test_ktls_follows_the_kernel_and_can_be_turned_off(self):
+        # lepus asked the kernel for its tls module at start-up (which loads it
+        # where it exists): the log says kTLS is on exactly when the kernel
+        # lists it now. Files arrive whole either way, and with --ktls off.
+        with open("/proc/sys/net/ipv4/tcp_available_ulp") as f:
+            kernel_has_tls = "tls" in f.read().split()
+        expected = "TLS: kTLS on" if kernel_has_tls else "TLS: kTLS off: this kernel has no tls module"
+        self.assertTrue(log_has(self.server, expected), self.server.error_log_text())
+        server = start_tls_server(["--config", self.config, "--tls-cert", self.default[0],
+                                   "--tls-key", self.default[1], "--ktls", "off"])
+        try:
+            raw = socket.create_connection(("127.0.0.1", server.tls_port), timeout=20)
+            with self.context.wrap_socket(raw, server_hostname="default.test") as s:
+                s.sendall(b"GET /big.bin HTTP/1.1\r\nHost: default.test\r\n"
+                          b"Connection: close\r\n\r\n")
+                r = harness.read_response(s)
+            self.assertEqual(r.status, 200)
+            self.assertEqual(r.body, self.big)
+            self.assertTrue(log_has(server, "TLS: kTLS off (--ktls off)"), server.error_log_text())
+        finally:
+            server.stop(harness.LepusTestCase._Checker())
+
     def test_ranges_and_conditional_requests(self):
         r = self.tls_get("/big.bin", headers=["Range: bytes=100-199"])
         self.assertEqual(r.status, 206)
@@ -429,12 +461,7 @@ class TlsReloadTests(unittest.TestCase):
             return s.getpeercert()["serialNumber"]
 
     def wait_for_log(self, text, timeout=10):
-        deadline = time.time() + timeout
-        while time.time() < deadline:
-            if text in self.server.error_log_text():
-                return True
-            time.sleep(0.05)
-        return False
+        return log_has(self.server, text, timeout)
 
     def test_renewed_certificate_is_used_after_sighup(self):
         old_serial = self.serial()
