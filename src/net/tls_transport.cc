@@ -75,6 +75,82 @@ BIO* gathering_bio() {
     return holder.bio;
 }
 
+// The socket OpenSSL reads from after the handshake, for the transport this
+// thread is working for now: set by every TlsTransport entry point that may
+// call into OpenSSL (ReadingFrom), so that one reader BIO per reactor thread
+// serves all its connections, as the gathering BIO does for writes.
+struct SocketInUse {
+    int fd = -1;
+    TlsTransport::SocketReads* reads = nullptr;
+};
+
+SocketInUse& socket_in_use() {
+    static thread_local SocketInUse current;
+    return current;
+}
+
+// recv(2) for OpenSSL: what its socket BIO does, plus a note of whether the
+// read drained the socket (see note_socket_read) and of the EOF, which
+// OpenSSL asks the BIO about afterwards (BIO_CTRL_EOF).
+int read_socket(BIO* bio, char* data, size_t length, size_t* got) {
+    BIO_clear_retry_flags(bio);
+    SocketInUse& current = socket_in_use();
+    if (!current.reads) {
+        errno = EBADF; // no transport set it: a bug, reported as a broken connection
+        return 0;
+    }
+    ssize_t n = 0;
+    do {
+        n = ::recv(current.fd, data, length, 0);
+    } while (n < 0 && errno == EINTR);
+    ++current.reads->calls;
+    current.reads->drained = n <= 0 || size_t(n) < length;
+    if (n > 0) {
+        *got = size_t(n);
+        return 1;
+    }
+    if (n == 0)
+        current.reads->eof = true;
+    else if (errno == EAGAIN || errno == EWOULDBLOCK)
+        BIO_set_retry_read(bio);
+    return 0;
+}
+
+long reader_control(BIO*, int command, long, void*) {
+    const SocketInUse& current = socket_in_use();
+    switch (command) {
+    case BIO_CTRL_EOF:
+        return current.reads && current.reads->eof ? 1 : 0;
+    case BIO_CTRL_FLUSH:
+        return 1;
+    case BIO_C_GET_FD:
+        return current.fd;
+    default:
+        return 0; // no kTLS, nothing pending in the BIO itself
+    }
+}
+
+// One reader BIO per reactor thread, shared by its connections after their
+// handshakes: each SSL holds a counted reference, and the per-connection
+// socket BIO (about 220 bytes with its lock) is freed.
+BIO* reader_bio() {
+    struct Holder {
+        BIO* bio = nullptr;
+        ~Holder() { BIO_free(bio); }
+    };
+    static BIO_METHOD* method = [] {
+        BIO_METHOD* made =
+            BIO_meth_new(BIO_get_new_index() | BIO_TYPE_SOURCE_SINK, "lepus socket reader");
+        BIO_meth_set_read_ex(made, read_socket);
+        BIO_meth_set_ctrl(made, reader_control);
+        BIO_meth_set_create(made, gather_create);
+        return made;
+    }();
+    static thread_local Holder holder;
+    if (!holder.bio) holder.bio = BIO_new(method);
+    return holder.bio;
+}
+
 // OpenSSL calls this around every operation on the socket BIO; after a read
 // it notes whether the read drained the socket: fewer bytes than asked (or
 // none). read() then knows, without another recv that would only say EAGAIN,
@@ -119,6 +195,19 @@ constexpr std::string_view kPlainHttpAnswer = "HTTP/1.1 400 Bad Request\r\n"
                                               "\r\n"
                                               "The plain HTTP request was sent to HTTPS port\n";
 
+// Makes `transport`'s socket the one the reader BIO reads, for one call.
+class ReadingFrom {
+public:
+    ReadingFrom(int fd, TlsTransport::SocketReads& reads)
+        : saved_(std::exchange(socket_in_use(), SocketInUse{fd, &reads})) {}
+    ~ReadingFrom() { socket_in_use() = saved_; }
+    ReadingFrom(const ReadingFrom&) = delete;
+    ReadingFrom& operator=(const ReadingFrom&) = delete;
+
+private:
+    SocketInUse saved_;
+};
+
 } // namespace
 
 TlsCounters& tls_counters(size_t index) {
@@ -154,6 +243,7 @@ void TlsTransport::close() {
     // Best effort on a non-blocking socket; never after a fatal error, where
     // OpenSSL forbids SSL_shutdown, nor behind records still waiting.
     if (ssl_ && handshake_done_ && !broken_ && !shut_down_ && held_.empty()) {
+        ReadingFrom socket(fd_.get(), socket_reads_);
         ERR_clear_error();
         SSL_shutdown(ssl_);
         ERR_clear_error();
@@ -184,11 +274,17 @@ ssize_t TlsTransport::handshake() {
             // The kernel makes the records: OpenSSL writes plaintext to the
             // socket, and a write it could not finish is offered again.
             SSL_set_mode(ssl_, SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER | SSL_MODE_ENABLE_PARTIAL_WRITE);
-        } else if (BIO* gather = gathering_bio(); gather && BIO_up_ref(gather) == 1) {
+        } else {
             // From here on records are gathered and sent in batches. The
             // handshake itself wrote straight to the socket: OpenSSL buffers
             // and flushes its flights on its own.
-            SSL_set0_wbio(ssl_, gather);
+            if (BIO* gather = gathering_bio(); gather && BIO_up_ref(gather) == 1)
+                SSL_set0_wbio(ssl_, gather);
+            // And reads go through the thread's reader: the connection's own
+            // socket BIO, now in neither slot, is freed. (What OpenSSL read
+            // ahead is in its record buffer, not in the BIO.)
+            if (BIO* reader = reader_bio(); reader && BIO_up_ref(reader) == 1)
+                SSL_set0_rbio(ssl_, reader);
         }
         TlsCounters::bump(counters_.handshakes);
         if (SSL_session_reused(ssl_)) TlsCounters::bump(counters_.resumed);
@@ -256,6 +352,7 @@ ssize_t TlsTransport::io_failed(int ssl_error) {
 ssize_t TlsTransport::read(char* buffer, size_t size) {
     want_write_ = false;
     if (!ssl_) return (errno = ENOTCONN), kIoError;
+    ReadingFrom socket(fd_.get(), socket_reads_);
     if (!handshake_done_)
         if (ssize_t done = handshake(); done != 1) return done;
     // An EPOLLOUT edge for records OpenSSL wrote on its own comes through
@@ -414,6 +511,7 @@ private:
 ssize_t TlsTransport::writev(const iovec* iov, int count, bool more) {
     want_write_ = false;
     if (!ssl_) return (errno = ENOTCONN), kIoError;
+    ReadingFrom socket(fd_.get(), socket_reads_);
     if (!handshake_done_)
         if (ssize_t done = handshake(); done != 1) return done;
     if (ktls_send_) return write_through_kernel(iov, count);
@@ -466,6 +564,7 @@ ssize_t TlsTransport::write_through_kernel(const iovec* iov, int count) {
 ssize_t TlsTransport::send_file(int file_fd, uint64_t offset, size_t length) {
     want_write_ = false;
     if (!ssl_) return (errno = ENOTCONN), kIoError;
+    ReadingFrom socket(fd_.get(), socket_reads_);
     if (ktls_send_) {
         // The kernel encrypts the file's pages as it sends them: zero-copy,
         // as sendfile on a plain socket.
@@ -514,6 +613,7 @@ ssize_t TlsTransport::discard_gathered() {
 
 void TlsTransport::shutdown_write() {
     if (ssl_ && handshake_done_) {
+        ReadingFrom socket(fd_.get(), socket_reads_);
         ERR_clear_error();
         SSL_shutdown(ssl_); // close_notify (RFC 8446 §6.1); the socket may refuse it
         ERR_clear_error();
@@ -531,6 +631,7 @@ bool TlsTransport::peer_left() {
     if (n == 0) return true;
     if (n < 0) return false;
     // Bytes are waiting: a request, or only the client's close_notify.
+    ReadingFrom socket(fd_.get(), socket_reads_);
     size_t peeked = 0;
     ERR_clear_error();
     int result = SSL_peek_ex(ssl_, &byte, 1, &peeked);

@@ -8,9 +8,12 @@
 //   wants_write(), so that an EPOLLOUT edge alone drives the connection.
 // - read() keeps calling SSL_read until the caller's buffer is full or the
 //   socket is drained, so Transport's "a short read drained everything"
-//   contract holds even though OpenSSL hands out one record at a time. A
-//   callback on the socket BIO tells when its last recv was short, so a
-//   request that came whole costs one recv, not a second one for EAGAIN.
+//   contract holds even though OpenSSL hands out one record at a time. The
+//   socket's reads note when the last recv was short, so a request that came
+//   whole costs one recv, not a second one for EAGAIN.
+// - After the handshake OpenSSL reads through a reader BIO shared by the
+//   thread's connections (each call says whose socket it is), and the
+//   connection's own socket BIO is freed: an idle connection is smaller.
 // - Writes go out in records of at most 16 KiB, but not a send() each: after
 //   the handshake OpenSSL writes its records into a per-thread gathering
 //   buffer (a BIO of ours, as h2o gathers records before one write), and up
@@ -92,10 +95,12 @@ public:
     bool handshake_done() const { return handshake_done_; }
     // After the handshake: the kernel encrypts what this connection sends.
     bool ktls_send() const { return ktls_send_; }
-    // What the socket BIO's reads found (kept by a BIO callback).
+    // What the socket's reads found (kept by a callback on the connection's
+    // socket BIO during the handshake, by the thread's reader BIO after it).
     struct SocketReads {
         uint32_t calls = 0;   // recv calls, for tests (wraps)
         bool drained = false; // the last one got fewer bytes than asked
+        bool eof = false;     // a recv found the end (after the handshake)
     };
     uint64_t socket_reads() const { return socket_reads_.calls; }
     // send() calls that carried records after the handshake (for tests: the
