@@ -270,11 +270,7 @@ ssize_t TlsTransport::handshake() {
     if (result == 1) {
         handshake_done_ = true;
         ktls_send_ = BIO_get_ktls_send(SSL_get_wbio(ssl_)) != 0;
-        if (ktls_send_) {
-            // The kernel makes the records: OpenSSL writes plaintext to the
-            // socket, and a write it could not finish is offered again.
-            SSL_set_mode(ssl_, SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER | SSL_MODE_ENABLE_PARTIAL_WRITE);
-        } else {
+        if (!ktls_send_) {
             // From here on records are gathered and sent in batches. The
             // handshake itself wrote straight to the socket: OpenSSL buffers
             // and flushes its flights on its own.
@@ -514,7 +510,11 @@ ssize_t TlsTransport::writev(const iovec* iov, int count, bool more) {
     ReadingFrom socket(fd_.get(), socket_reads_);
     if (!handshake_done_)
         if (ssize_t done = handshake(); done != 1) return done;
-    if (ktls_send_) return write_through_kernel(iov, count);
+    // With kTLS the kernel encrypts whatever the socket is given as
+    // application data (Linux's Documentation/networking/tls.rst): no
+    // SSL_write, so nothing of a refused write waits inside OpenSSL, and
+    // MSG_MORE keeps a head and its body in one record.
+    if (ktls_send_) return socket_writev(fd_.get(), iov, count, more);
     size_t offered = 0;
     for (int i = 0; i < count; ++i)
         offered += iov[i].iov_len;
@@ -535,30 +535,6 @@ ssize_t TlsTransport::writev(const iovec* iov, int count, bool more) {
         batch += record.size();
         cursor.advance(record.size());
     }
-}
-
-ssize_t TlsTransport::write_through_kernel(const iovec* iov, int count) {
-    // With kTLS OpenSSL hands plaintext to the socket and the kernel makes
-    // the records: each SSL_write is one write(2). A write the socket refuses
-    // stays in OpenSSL (wpend) and the caller offers the same bytes again,
-    // as after any kIoAgain; the SSL is in ACCEPT_MOVING_WRITE_BUFFER and
-    // ENABLE_PARTIAL_WRITE mode for that (handshake()).
-    size_t total = 0;
-    RecordCursor cursor(iov, count);
-    while (!cursor.done()) {
-        std::string_view record = cursor.next(kRecordSize);
-        size_t written = 0;
-        ERR_clear_error();
-        int result = SSL_write_ex(ssl_, record.data(), record.size(), &written);
-        if (result != 1) {
-            int error = SSL_get_error(ssl_, result);
-            if (error == SSL_ERROR_WANT_WRITE) return total > 0 ? ssize_t(total) : kIoAgain;
-            return io_failed(error);
-        }
-        total += written;
-        cursor.advance(written);
-    }
-    return ssize_t(total);
 }
 
 ssize_t TlsTransport::send_file(int file_fd, uint64_t offset, size_t length) {

@@ -26,7 +26,7 @@
 //   sent is ever in user space, so the engines need no flush call.
 // - send_file(): with kTLS (SSL_OP_ENABLE_KTLS, a kernel with the `tls`
 //   ULP and a cipher it knows), SSL_sendfile: the kernel encrypts the file's
-//   pages, and writev() is SSL_write straight to the socket. Without it the
+//   pages, and writev() is sendmsg on the socket. Without it the
 //   file is read with pread into a per-thread buffer and written as records.
 //   zero_copy_files() stays false either way: an engine that sent a frame
 //   header apart from its payload would pay a TLS record for each.
@@ -140,8 +140,6 @@ private:
     void answer_plain_http();
     // SSL_read until `size` bytes or the socket is drained (read()'s core).
     ssize_t read_records(char* buffer, size_t size);
-    // writev() on a kTLS connection: SSL_write to the socket, a record each.
-    ssize_t write_through_kernel(const iovec* iov, int count);
     // Drops what a failed call gathered; returns kIoError.
     ssize_t discard_gathered();
     // Encrypts one record of `length` bytes into the gathering buffer:

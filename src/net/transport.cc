@@ -21,18 +21,22 @@ ssize_t PlainTransport::read(char* buffer, size_t size) {
     }
 }
 
-ssize_t PlainTransport::writev(const iovec* iov, int count, bool more) {
+ssize_t socket_writev(int fd, const iovec* iov, int count, bool more) {
     msghdr message{};
     message.msg_iov = const_cast<iovec*>(iov);
     message.msg_iovlen = size_t(count);
     // MSG_NOSIGNAL: a vanished peer is EPIPE, not a SIGPIPE for the process.
     int flags = MSG_NOSIGNAL | (more ? MSG_MORE : 0);
     for (;;) {
-        ssize_t n = ::sendmsg(fd_.get(), &message, flags);
+        ssize_t n = ::sendmsg(fd, &message, flags);
         if (n >= 0) return n;
         if (errno == EINTR) continue;
         return errno == EAGAIN ? kIoAgain : kIoError;
     }
+}
+
+ssize_t PlainTransport::writev(const iovec* iov, int count, bool more) {
+    return socket_writev(fd_.get(), iov, count, more);
 }
 
 ssize_t PlainTransport::send_file(int file_fd, uint64_t offset, size_t length) {

@@ -25,6 +25,10 @@ inline constexpr ssize_t kIoAgain = -2; // would block: wait for the next edge
 
 // True for the errno values of a peer that went away (reset, broken pipe):
 // worth an info line at most, never an error.
+// sendmsg(2) of `iov` on a socket with the Transport's return convention:
+// bytes sent, kIoAgain or kIoError. `more`: MSG_MORE.
+ssize_t socket_writev(int fd, const iovec* iov, int count, bool more);
+
 bool is_disconnect(int error_number);
 
 class Transport {
