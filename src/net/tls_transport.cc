@@ -116,14 +116,15 @@ int read_socket(BIO* bio, char* data, size_t length, size_t* got) {
     return 0;
 }
 
-long reader_control(BIO*, int command, long, void*) {
+long reader_control(BIO*, int command, long, void* argument) {
     const SocketInUse& current = socket_in_use();
     switch (command) {
     case BIO_CTRL_EOF:
         return current.reads && current.reads->eof ? 1 : 0;
     case BIO_CTRL_FLUSH:
         return 1;
-    case BIO_C_GET_FD:
+    case BIO_C_GET_FD: // BIO_get_fd: the answer, and in *argument when given
+        if (argument) *static_cast<int*>(argument) = current.fd;
         return current.fd;
     default:
         return 0; // no kTLS, nothing pending in the BIO itself

@@ -414,6 +414,45 @@ TEST_F(TlsTransportTest, AnOrderlyCloseSendsCloseNotify) {
     EXPECT_EQ(SSL_get_error(client_, 0), SSL_ERROR_ZERO_RETURN) << "close_notify, not a bare EOF";
 }
 
+// After their handshakes the connections of one thread read through one
+// shared reader BIO: each read must come from its own socket, and one
+// connection's EOF must not end the other.
+TEST_F(TlsTransportTest, ConnectionsOfOneThreadReadTheirOwnSockets) {
+    handshake();
+    int fds[2];
+    ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, fds), 0);
+    UniqueFd other_client_fd(fds[0]);
+    TlsTransport other(UniqueFd(fds[1]), context_.get(), peer_, counters_);
+    SSL* other_client = SSL_new(client_context_);
+    SSL_set_fd(other_client, other_client_fd.get());
+    SSL_set_connect_state(other_client);
+    char byte;
+    bool other_done = false;
+    for (int round = 0; round < 100 && !(other.handshake_done() && other_done); ++round) {
+        if (!other_done) other_done = SSL_do_handshake(other_client) == 1;
+        ASSERT_TRUE(other.read(&byte, 1) == kIoAgain);
+    }
+    ASSERT_TRUE(other.handshake_done() && other_done);
+
+    ASSERT_EQ(SSL_write(client_, "first", 5), 5);
+    ASSERT_EQ(SSL_write(other_client, "second", 6), 6);
+    char buffer[64];
+    ASSERT_EQ(other.read(buffer, sizeof buffer), 6);
+    EXPECT_EQ(std::string(buffer, 6), "second");
+    ASSERT_EQ(server_->read(buffer, sizeof buffer), 5);
+    EXPECT_EQ(std::string(buffer, 5), "first");
+    // One client leaves without close_notify (a FIN: closing a socketpair
+    // end with unread bytes would be a reset): its server sees the end, the
+    // other connection goes on.
+    SSL_free(other_client);
+    ASSERT_EQ(shutdown(other_client_fd.get(), SHUT_WR), 0);
+    EXPECT_EQ(other.read(buffer, sizeof buffer), 0);
+    EXPECT_EQ(server_->read(buffer, sizeof buffer), kIoAgain);
+    ASSERT_EQ(SSL_write(client_, "third", 5), 5);
+    ASSERT_EQ(server_->read(buffer, sizeof buffer), 5);
+    EXPECT_EQ(std::string(buffer, 5), "third");
+}
+
 // With kTLS asked for, over TCP: where the kernel has the `tls` module (and
 // the cipher is one it knows) the kernel encrypts and files go out by
 // SSL_sendfile; elsewhere (this project's CI) OpenSSL's attempt fails and the
