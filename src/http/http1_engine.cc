@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <utility>
 
 namespace lepus {
 namespace {
@@ -504,6 +505,18 @@ Http1Engine::Step Http1Engine::write_response() {
         if (step != Step::Continue) return step;
     }
     Response& response = state_->exchange.response;
+    if (response.body_file_fd >= 0 && body_sent_ == 0 && response.file_length == 0 &&
+        response.body.size() >= kSendfileFrom && transport_.zero_copy_files()) {
+        // A cached file's bytes, large enough: from the file by sendfile
+        // rather than copied from memory into the socket, as lighttpd and
+        // nginx send them. Measured on loopback against the copy: 32 KiB
+        // bodies about 1.08x in req/s, 64 KiB 1.17x per core, 100 KiB level,
+        // 8 KiB level (docs/BENCHMARKS.md, issue 15).
+        response.file_fd = std::exchange(response.body_file_fd, -1);
+        response.file_offset = response.body_file_offset;
+        response.file_length = response.body.size();
+        response.body = {};
+    }
     while (head_sent_ < response.head.size() || body_sent_ < response.body.size()) {
         iovec iov[2] = {
             {response.head.data() + head_sent_, response.head.size() - head_sent_},

@@ -122,6 +122,8 @@ public:
 
     static constexpr int kMaxRequestsPerPass = 16;
     static constexpr uint64_t kMaxBytesPerPass = 2u << 20; // as nginx's sendfile_max_chunk
+    // Cached bodies from this size on go by sendfile where the transport can.
+    static constexpr size_t kSendfileFrom = size_t{16} * 1024;
     // Streamed response bytes queued for the client before the stream is left waiting.
     static constexpr size_t kStreamOutHighWater = size_t{64} * 1024;
 

@@ -81,6 +81,8 @@ void Response::reset() {
     file_fd = -1;
     file_offset = 0;
     file_length = 0;
+    body_file_fd = -1;
+    body_file_offset = 0;
     keep_alive = true;
 }
 

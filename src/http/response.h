@@ -21,7 +21,12 @@ struct Response {
     int file_fd = -1;         // when >= 0: after head and body, sendfile file_length
     uint64_t file_offset = 0; // bytes from file_offset (pass an offset pointer:
     uint64_t file_length = 0; // the fd is shared, its file position is not used)
-    bool keep_alive = true;   // false: close after this response (head says so)
+    // Where `body` came from when it is a cached file's bytes (-1 otherwise):
+    // an engine whose transport sends files without a copy may send a large
+    // body from the file instead of from memory.
+    int body_file_fd = -1;
+    uint64_t body_file_offset = 0;
+    bool keep_alive = true; // false: close after this response (head says so)
 
     // What the access log reports: body.size() + file_length.
     uint64_t body_bytes() const { return body.size() + file_length; }

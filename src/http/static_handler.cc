@@ -450,6 +450,10 @@ void StaticHandler::serve(const Request& request, const ReplyContext& context, c
     out.file = file;
     if (variant.in_memory) {
         out.body = std::string_view(variant.data).substr(offset, length);
+        if (variant.fd) { // a file's bytes (not ones lepus compressed)
+            out.body_file_fd = variant.fd.get();
+            out.body_file_offset = offset;
+        }
     } else {
         out.file_fd = variant.fd.get();
         out.file_offset = offset;

@@ -34,6 +34,10 @@ class StaticFiles(LepusTestCase):
         server.write(".env", "SECRET=1\n")
         cls.big = os.urandom(1 << 20) * 10
         server.write("big.bin", cls.big)
+        # Kept whole in the file cache (under 128 KiB), and large enough that a
+        # plain connection sends it from the file by sendfile (16 KiB and up).
+        cls.medium = os.urandom(100 << 10)
+        server.write("medium.bin", cls.medium)
         os.symlink("/etc", os.path.join(server.root, "etc-link"))
         os.symlink("/etc/passwd", os.path.join(server.root, "passwd-link"))
         os.symlink("hello.txt", os.path.join(server.root, "hello-link.txt"))
@@ -142,6 +146,26 @@ class StaticFiles(LepusTestCase):
         self.assertEqual((r.status, r.body), (206, b"789"))
         r = self.get("/big.bin", "Range: bytes=5000000-5000099")
         self.assertEqual((r.status, r.body), (206, self.big[5000000:5000100]))
+
+    def test_a_cached_file_whole_in_ranges_and_pipelined(self):
+        for _ in range(2):  # the first request loads the cache, the second is served from it
+            r = self.get("/medium.bin")
+            self.assertEqual((r.status, r.body), (200, self.medium))
+        r = self.get("/medium.bin", "Range: bytes=30000-59999")  # 30,000 bytes: from the file
+        self.assertEqual((r.status, r.body), (206, self.medium[30000:60000]))
+        r = self.get("/medium.bin", "Range: bytes=-100")  # 100 bytes: from memory
+        self.assertEqual((r.status, r.body), (206, self.medium[-100:]))
+        request = (b"GET /medium.bin HTTP/1.1\r\nHost: x\r\n\r\n"
+                   b"GET /medium.bin HTTP/1.1\r\nHost: x\r\nRange: bytes=1000-40999\r\n\r\n"
+                   b"GET /hello.txt HTTP/1.1\r\nHost: x\r\n\r\n")
+        with self.server.connect() as s:
+            s.sendall(request)
+            first = harness.read_response(s)
+            second = harness.read_response(s, buffer=first.leftover)
+            third = harness.read_response(s, buffer=second.leftover)
+        self.assertEqual((first.status, first.body), (200, self.medium))
+        self.assertEqual((second.status, second.body), (206, self.medium[1000:41000]))
+        self.assertEqual((third.status, third.body), (200, b"hello, world\n"))
 
     def test_unsatisfiable_and_multiple_ranges(self):
         r = self.get("/digits.txt", "Range: bytes=500-600")
