@@ -48,31 +48,45 @@ long gather_control(BIO*, int command, long, void*) {
     return command == BIO_CTRL_FLUSH ? 1 : 0;
 }
 
-int gather_create(BIO* bio) {
+int mark_initialised(BIO* bio) {
     BIO_set_init(bio, 1);
     return 1;
 }
 
-// One gathering BIO per reactor thread, shared by its connections: it keeps
-// no state of its own (what it is given goes to gathered()), and each SSL
-// holds a counted reference, so an idle connection pays for no BIO (about
-// 250 bytes with its lock) of its own.
-BIO* gathering_bio() {
+// A BIO method of ours: no state in the BIO, `write` or `read` (one may be
+// null) and `control`.
+using BioWrite = int (*)(BIO*, const char*, size_t, size_t*);
+using BioRead = int (*)(BIO*, char*, size_t, size_t*);
+using BioControl = long (*)(BIO*, int, long, void*);
+BIO_METHOD* make_bio_method(const char* name, BioWrite write, BioRead read, BioControl control) {
+    BIO_METHOD* made = BIO_meth_new(BIO_get_new_index() | BIO_TYPE_SOURCE_SINK, name);
+    if (write) BIO_meth_set_write_ex(made, write);
+    if (read) BIO_meth_set_read_ex(made, read);
+    BIO_meth_set_ctrl(made, control);
+    BIO_meth_set_create(made, mark_initialised);
+    return made;
+}
+
+// The one BIO of `method` on this thread (a `Kind` per method), freed when
+// the thread ends. Such a BIO keeps no state of its own, so the thread's
+// connections share it, each SSL holding a counted reference: an idle
+// connection pays for no BIO (about 220-250 bytes with its lock) of its own.
+template <typename Kind> BIO* thread_bio(BIO_METHOD* method) {
     struct Holder {
         BIO* bio = nullptr;
         ~Holder() { BIO_free(bio); }
     };
-    static BIO_METHOD* method = [] {
-        BIO_METHOD* made =
-            BIO_meth_new(BIO_get_new_index() | BIO_TYPE_SOURCE_SINK, "lepus record gatherer");
-        BIO_meth_set_write_ex(made, gather_write);
-        BIO_meth_set_ctrl(made, gather_control);
-        BIO_meth_set_create(made, gather_create);
-        return made;
-    }();
     static thread_local Holder holder;
     if (!holder.bio) holder.bio = BIO_new(method);
     return holder.bio;
+}
+
+// The gathering BIO: what it is given goes to gathered().
+BIO* gathering_bio() {
+    struct Gatherer;
+    static BIO_METHOD* method =
+        make_bio_method("lepus record gatherer", gather_write, nullptr, gather_control);
+    return thread_bio<Gatherer>(method);
 }
 
 // The socket OpenSSL reads from after the handshake, for the transport this
@@ -131,25 +145,13 @@ long reader_control(BIO*, int command, long, void* argument) {
     }
 }
 
-// One reader BIO per reactor thread, shared by its connections after their
-// handshakes: each SSL holds a counted reference, and the per-connection
-// socket BIO (about 220 bytes with its lock) is freed.
+// The reader BIO, shared by the thread's connections after their handshakes
+// (the per-connection socket BIO is then freed).
 BIO* reader_bio() {
-    struct Holder {
-        BIO* bio = nullptr;
-        ~Holder() { BIO_free(bio); }
-    };
-    static BIO_METHOD* method = [] {
-        BIO_METHOD* made =
-            BIO_meth_new(BIO_get_new_index() | BIO_TYPE_SOURCE_SINK, "lepus socket reader");
-        BIO_meth_set_read_ex(made, read_socket);
-        BIO_meth_set_ctrl(made, reader_control);
-        BIO_meth_set_create(made, gather_create);
-        return made;
-    }();
-    static thread_local Holder holder;
-    if (!holder.bio) holder.bio = BIO_new(method);
-    return holder.bio;
+    struct Reader;
+    static BIO_METHOD* method =
+        make_bio_method("lepus socket reader", nullptr, read_socket, reader_control);
+    return thread_bio<Reader>(method);
 }
 
 // OpenSSL calls this around every operation on the socket BIO; after a read
