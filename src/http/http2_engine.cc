@@ -434,28 +434,40 @@ Http2Engine::~Http2Engine() {
 
 Http2Engine::Next Http2Engine::drive() {
     if (closed_) return Next::Close;
+    if (lingering_) return linger();
     bool open = read_input();
     poll_streams();
     if (!write_output() || !open) return Next::Close;
     if (!nghttp2_session_want_read(session_) && !nghttp2_session_want_write(session_) &&
         output_.empty())
-        return discard_input(), Next::Close; // GOAWAY exchanged and every stream done
-    if (draining_ && streams_.empty() && output_.empty()) return discard_input(), Next::Close;
+        return start_lingering(); // GOAWAY exchanged and every stream done
+    if (draining_ && streams_.empty() && output_.empty()) return start_lingering();
     plan_deadline();
     return readable_ ? Next::Yield : Next::Wait;
 }
 
-// Before an orderly close: Linux answers close() on a socket with unread bytes
-// (a PING the client sent after its GOAWAY) with RST instead of FIN, and the
-// client may then lose our last frames. Bounded: a client that keeps sending
-// is closed anyway.
-void Http2Engine::discard_input() {
+// An orderly close: our FIN first, then what the client still sends (a PING
+// after its GOAWAY) is read and dropped until its own FIN or linger_ms, as the
+// HTTP/1.1 engine lingers. Closing with unread bytes makes Linux answer with
+// RST instead of FIN, and a PING that arrives a moment after the GOAWAY would
+// then reset the connection under our last frames (h2spec's GOAWAY case saw
+// that). Bounded: a client that keeps sending is closed at the deadline.
+Http2Engine::Next Http2Engine::start_lingering() {
+    transport_.shutdown_write();
+    lingering_ = true;
+    deadline_ = context_.clock.now_ms + context_.options.linger_ms;
+    return linger();
+}
+
+Http2Engine::Next Http2Engine::linger() {
     char sink[4096];
     for (size_t total = 0; total < kMaxReadPerPass;) {
         ssize_t n = transport_.read(sink, sizeof sink);
-        if (n <= 0) return;
+        if (n == kIoAgain) return Next::Wait;
+        if (n <= 0) return Next::Close; // the client's FIN, or a broken socket
         total += size_t(n);
     }
+    return Next::Yield;
 }
 
 bool Http2Engine::read_input() {
@@ -858,6 +870,7 @@ void Http2Engine::plan_deadline() {
 
 Http2Engine::Next Http2Engine::on_deadline() {
     if (deadline_ == 0 || context_.clock.now_ms < deadline_) return Next::Wait;
+    if (lingering_) return Next::Close;
     // Idle: a GOAWAY says so (RFC 9113 §6.8), if the socket takes it.
     if (!write_blocked_) {
         nghttp2_session_terminate_session(session_, NGHTTP2_NO_ERROR);
@@ -867,7 +880,7 @@ Http2Engine::Next Http2Engine::on_deadline() {
 }
 
 bool Http2Engine::on_shutdown() {
-    if (closed_) return true;
+    if (closed_ || lingering_) return true;
     draining_ = true;
     // GOAWAY with the last stream taken: those in flight finish (RFC 9113 §6.8).
     nghttp2_submit_goaway(session_, NGHTTP2_FLAG_NONE,

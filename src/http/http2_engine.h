@@ -92,8 +92,11 @@ private:
 
     // Reading: the transport into nghttp2; false: the connection is over.
     bool read_input();
-    // Reads and drops what the client sent, before an orderly close.
-    void discard_input();
+    // An orderly close: shutdown_write, then linger() until the client's FIN
+    // or linger_ms.
+    Next start_lingering();
+    // Reads and drops what the client sends while lingering.
+    Next linger();
     // nghttp2_session_mem_recv, a frame at a time (see the .cc); false: over.
     bool feed(const char* data, size_t size);
     // Writing: nghttp2's frames out; false on a transport error or a file
@@ -152,6 +155,7 @@ private:
     bool peer_closed_ = false;
     bool peer_shut_ = false; // the poller saw the client's FIN (EPOLLRDHUP)
     bool draining_ = false;
+    bool lingering_ = false; // our side is shut down: only draining the client's
     bool closed_ = false;
     bool output_broken_ = false; // a DATA frame was cut short: nothing more may follow
 };
