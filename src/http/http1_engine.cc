@@ -619,13 +619,9 @@ Http1Engine::Step Http1Engine::finish_response(int status, uint64_t body_bytes) 
 }
 
 Http1Engine::Step Http1Engine::linger() {
-    char sink[4096];
-    for (;;) {
-        ssize_t n = transport_.read(sink, sizeof sink);
-        if (n > 0) continue;
-        if (n == kIoAgain) return Step::Wait;
-        return Step::Close;
-    }
+    ssize_t drained = drain_input(transport_, kMaxBytesPerPass);
+    if (drained == kIoAgain) return Step::Wait;
+    return drained == 0 ? Step::Close : Step::Yield;
 }
 
 } // namespace lepus

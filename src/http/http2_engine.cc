@@ -460,14 +460,9 @@ Http2Engine::Next Http2Engine::start_lingering() {
 }
 
 Http2Engine::Next Http2Engine::linger() {
-    char sink[4096];
-    for (size_t total = 0; total < kMaxReadPerPass;) {
-        ssize_t n = transport_.read(sink, sizeof sink);
-        if (n == kIoAgain) return Next::Wait;
-        if (n <= 0) return Next::Close; // the client's FIN, or a broken socket
-        total += size_t(n);
-    }
-    return Next::Yield;
+    ssize_t drained = drain_input(transport_, kMaxReadPerPass);
+    if (drained == kIoAgain) return Next::Wait;
+    return drained == 0 ? Next::Close : Next::Yield; // the client's FIN, or a broken socket
 }
 
 bool Http2Engine::read_input() {

@@ -35,6 +35,17 @@ ssize_t socket_writev(int fd, const iovec* iov, int count, bool more) {
     }
 }
 
+ssize_t drain_input(Transport& transport, size_t budget) {
+    char sink[4096];
+    for (size_t total = 0; total < budget;) {
+        ssize_t n = transport.read(sink, sizeof sink);
+        if (n == kIoAgain) return kIoAgain;
+        if (n <= 0) return 0;
+        total += size_t(n);
+    }
+    return 1;
+}
+
 ssize_t PlainTransport::writev(const iovec* iov, int count, bool more) {
     return socket_writev(fd_.get(), iov, count, more);
 }

@@ -25,11 +25,11 @@ inline constexpr ssize_t kIoAgain = -2; // would block: wait for the next edge
 
 // True for the errno values of a peer that went away (reset, broken pipe):
 // worth an info line at most, never an error.
+bool is_disconnect(int error_number);
+
 // sendmsg(2) of `iov` on a socket with the Transport's return convention:
 // bytes sent, kIoAgain or kIoError. `more`: MSG_MORE.
 ssize_t socket_writev(int fd, const iovec* iov, int count, bool more);
-
-bool is_disconnect(int error_number);
 
 class Transport {
 public:
@@ -65,6 +65,11 @@ public:
     // it is: a kTLS transport would answer true too.
     virtual bool zero_copy_files() const { return false; }
 };
+
+// Reads and drops what the peer sends (a lingering close), at most `budget`
+// bytes: kIoAgain when it has nothing more now, 0 at its end of stream or on
+// an error (close now), 1 when the budget ran out first (come back later).
+ssize_t drain_input(Transport& transport, size_t budget);
 
 // A TCP (or Unix) socket as it is: read, sendmsg, sendfile.
 class PlainTransport final : public Transport {
