@@ -157,6 +157,10 @@ UniqueFd open_tcp_listener(const SocketAddress& address, const ListenOptions& op
     if (options.defer_accept_s > 0)
         setsockopt(fd.get(), IPPROTO_TCP, TCP_DEFER_ACCEPT, &options.defer_accept_s,
                    sizeof options.defer_accept_s);
+    // Inherited by accepted sockets as TCP_NODELAY is.
+    if (options.notsent_lowat > 0)
+        setsockopt(fd.get(), IPPROTO_TCP, TCP_NOTSENT_LOWAT, &options.notsent_lowat,
+                   sizeof options.notsent_lowat);
     // [::]:80 serves IPv6 only, so that 0.0.0.0:80 can be listed beside it as in
     // nginx; a bare port serves both (set either way: the sysctl bindv6only varies).
     int v6_only_value = v6_only ? 1 : 0;

@@ -59,6 +59,14 @@ struct ListenOptions {
     // accepted connection can be read and answered at once, without a round
     // through the poller. nginx's `listen ... deferred`; h2o sets it always.
     int defer_accept_s = 0;
+    // TCP_NOTSENT_LOWAT, in bytes (0: the kernel's default, no limit): how
+    // much a socket may hold that is written but not yet sent. Past it a write
+    // returns short and the socket is writable again only when the backlog is
+    // drained. Without a limit a large sendfile queues megabytes, and the
+    // kernel then transmits them from the receiver's ACK processing: on
+    // loopback that runs on the client's core (measured, docs/BENCHMARKS.md,
+    // issue 15: 10 MiB bodies about 2x the GB/s with 32 KiB).
+    int notsent_lowat = 0;
 };
 
 // A non-blocking, close-on-exec listening TCP socket bound to `address`.

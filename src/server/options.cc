@@ -169,6 +169,7 @@ struct OptionTexts {
     std::string fastcgi_queue_timeout, fastcgi_timeout, fastcgi_idle_timeout;
     std::string max_body_size, dotfiles = "deny", accept = "auto", io = "epoll";
     std::string defer_accept = "on", compress = "on", symlinks = "beneath";
+    std::string notsent_lowat = "32k";
     std::string http2 = "on", h2c = "on", h2c_sendfile = "off", pin = "off", ktls = "on";
     bool no_pin = false; // the older spelling of --pin off, kept
     ProxyOptionTexts proxy;
@@ -231,6 +232,20 @@ void add_listening_options(CLI::App& app, ServerOptions& options, OptionTexts& t
         ->group("Listening")
         ->capture_default_str()
         ->check(CLI::IsMember({"on", "off"}));
+    app.add_option("--notsent-lowat", texts.notsent_lowat,
+                   "SIZE or off: how much a connection may hold written but not yet sent "
+                   "(TCP_NOTSENT_LOWAT)")
+        ->group("Listening")
+        ->capture_default_str()
+        ->check(CLI::Validator(
+            [](std::string& text) -> std::string {
+                if (text == "off") return {};
+                auto size = parse_size(text);
+                if (!size || *size == 0 || *size > (uint64_t{1} << 30))
+                    return "'" + text + "' is not off or a size from 1 to 1g (e.g. 32k)";
+                return {};
+            },
+            "SIZE|off"));
     app.add_option("--http2", texts.http2, "on: HTTP/2 (h2) by ALPN on TLS listeners; off")
         ->group("Listening")
         ->capture_default_str()
@@ -464,6 +479,7 @@ std::string finish_options(const CLI::App& app, ServerOptions& options, const Op
                                                        : AcceptMode::Auto;
     options.io = *parse_io_backend(texts.io);
     options.defer_accept = texts.defer_accept == "on";
+    options.notsent_lowat = texts.notsent_lowat == "off" ? 0 : *parse_size(texts.notsent_lowat);
     options.compress = texts.compress == "on";
     options.http2 = texts.http2 == "on";
     options.h2c = texts.h2c == "on";

@@ -30,8 +30,9 @@ struct ServerOptions {
     AcceptMode accept_mode = AcceptMode::Auto;
     IoBackend io = IoBackend::Epoll; // uring falls back to epoll where refused
     int backlog = 4096;
-    bool defer_accept = true;    // --defer-accept on|off: TCP_DEFER_ACCEPT on TCP listeners
-    int64_t max_connections = 0; // 0: derived from RLIMIT_NOFILE
+    bool defer_accept = true; // --defer-accept on|off: TCP_DEFER_ACCEPT on TCP listeners
+    uint64_t notsent_lowat = uint64_t{32} * 1024; // --notsent-lowat SIZE|off (0): TCP_NOTSENT_LOWAT
+    int64_t max_connections = 0;                  // 0: derived from RLIMIT_NOFILE
 
     std::string access_log = "-";
     std::string error_log = "-";
@@ -110,7 +111,8 @@ inline constexpr int kDeferAcceptSeconds = 1;
 
 // The listen(2) settings of `options` for a new TCP listener.
 inline ListenOptions listen_options(const ServerOptions& options, bool reuse_port) {
-    return {options.backlog, reuse_port, options.defer_accept ? kDeferAcceptSeconds : 0};
+    return {options.backlog, reuse_port, options.defer_accept ? kDeferAcceptSeconds : 0,
+            int(options.notsent_lowat)};
 }
 
 // What parse_command_line decided.

@@ -129,6 +129,11 @@ void reload(int argc, char** argv, const ServerOptions& current,
     if (next.threads != current.threads || next.io != current.io ||
         next.access_log != current.access_log || next.error_log != current.error_log)
         log_warn("SIGHUP: threads, io and the global log changes take effect after a restart");
+    // Listening sockets are kept across a reload, with the options they were opened with.
+    if (next.backlog != current.backlog || next.defer_accept != current.defer_accept ||
+        next.notsent_lowat != current.notsent_lowat)
+        log_warn("SIGHUP: backlog, defer-accept and notsent-lowat changes apply to addresses "
+                 "listened on from now; the others keep theirs until a restart");
     // The running global log is what a site naming the same path shares.
     next.access_log = current.access_log;
     std::shared_ptr<const SiteTable> sites;

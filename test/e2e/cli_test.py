@@ -90,6 +90,11 @@ class CommandLine(unittest.TestCase):
             with self.subTest(flag=flag):
                 self.assert_usage_error([flag, value], flag, value)
 
+    def test_notsent_lowat_takes_off_or_a_size_up_to_a_gigabyte(self):
+        for value in ("0", "2g", "lots", "-4k", "on"):
+            with self.subTest(value=value):
+                self.assert_usage_error(["--notsent-lowat", value], "--notsent-lowat")
+
     def test_empty_log_path(self):
         self.assert_usage_error(["--access-log", ""], "log paths")
 
@@ -275,6 +280,54 @@ class Pinning(unittest.TestCase):
                         self.assertIn("(pinned to cores, --pin on)", line)
                         self.assertIn("0", lists)
                         self.assertIn("1", lists)
+                finally:
+                    server.stop(self)
+
+
+class NotSentLowWaterMark(unittest.TestCase):
+    """--notsent-lowat (config key notsent_lowat, default 32k) keeps a large
+    body from being queued in the kernel all at once: lepus writes again as
+    the client reads. Whatever its value, a client that reads slowly through a
+    small receive buffer gets two large pipelined files whole, in order."""
+
+    def fetch_two_slowly(self, server):
+        with socket.socket() as s:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 16 * 1024)
+            s.settimeout(30)
+            s.connect(("127.0.0.1", server.port))
+            s.sendall(b"GET /a.bin HTTP/1.1\r\nHost: x\r\n\r\n"
+                      b"GET /b.bin HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            received = bytearray()
+            while True:
+                chunk = s.recv(65536)
+                if not chunk:
+                    break
+                received += chunk
+                if len(received) < 256 * 1024:
+                    time.sleep(0.001)  # slow at first: the window closes, lepus waits
+        return bytes(received)
+
+    def test_large_files_arrive_whole_with_any_value(self):
+        tmp = harness.temp_dir(self, "lowat")
+        config = os.path.join(tmp, "lepus.toml")
+        with open(config, "w") as f:
+            f.write('notsent_lowat = "8k"\n')
+        a = os.urandom(3 * 1024 * 1024 + 17)
+        b = os.urandom(1024 * 1024 + 5)
+        for args in ([], ["--notsent-lowat", "4k"], ["--notsent-lowat", "off"],
+                     ["--config", config]):
+            with self.subTest(args=args):
+                server = Lepus(args)
+                try:
+                    server.write("a.bin", a)
+                    server.write("b.bin", b)
+                    received = self.fetch_two_slowly(server)
+                    head_a, rest = received.split(b"\r\n\r\n", 1)
+                    self.assertIn(b"200 OK", head_a)
+                    self.assertEqual(rest[:len(a)], a)
+                    head_b, body_b = rest[len(a):].split(b"\r\n\r\n", 1)
+                    self.assertIn(b"Content-Length: %d" % len(b), head_b)
+                    self.assertEqual(body_b, b)
                 finally:
                     server.stop(self)
 

@@ -124,6 +124,34 @@ TEST(OpenListener, AcceptedSocketsInheritNoDelay) {
     EXPECT_EQ(value, 1);
 }
 
+// --notsent-lowat: set once on the listener, and every accepted socket has it
+// (a socket opened without it has the kernel's default, which is no limit).
+TEST(OpenListener, AcceptedSocketsInheritTheNotSentLowWaterMark) {
+    std::string error;
+    auto address = lepus::parse_listen_address("127.0.0.1:0");
+    ASSERT_TRUE(address);
+    lepus::ListenOptions options;
+    options.notsent_lowat = 32 * 1024;
+    lepus::UniqueFd listener = lepus::open_listener(*address, options, error);
+    ASSERT_TRUE(listener) << error;
+    lepus::SocketAddress bound = lepus::local_address(listener.get());
+    lepus::UniqueFd client(::socket(AF_INET, SOCK_STREAM, 0));
+    ASSERT_EQ(::connect(client.get(), &bound.storage.any, bound.length), 0);
+    int accepted = -1;
+    for (int i = 0; i < 100 && accepted < 0; ++i) {
+        accepted = ::accept4(listener.get(), nullptr, nullptr, SOCK_CLOEXEC);
+        if (accepted < 0) ::usleep(1000);
+    }
+    ASSERT_GE(accepted, 0);
+    lepus::UniqueFd server(accepted);
+    int value = 0;
+    socklen_t length = sizeof value;
+    ASSERT_EQ(getsockopt(server.get(), IPPROTO_TCP, TCP_NOTSENT_LOWAT, &value, &length), 0);
+    EXPECT_EQ(value, 32 * 1024);
+    ASSERT_EQ(getsockopt(client.get(), IPPROTO_TCP, TCP_NOTSENT_LOWAT, &value, &length), 0);
+    EXPECT_NE(value, 32 * 1024);
+}
+
 // --defer-accept on: a connection that has sent nothing is not handed to
 // accept(); its first bytes make it acceptable, with the bytes already there.
 TEST(OpenListener, DeferAcceptHoldsASilentConnectionUntilItsRequest) {
