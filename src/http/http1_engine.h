@@ -222,6 +222,9 @@ private:
     void end_exchange();
     Step finish_response(int status, uint64_t body_bytes);
     Step linger();
+    // Whether the connection ends with the response in progress (its FIN,
+    // or the shutdown of a lingering close, follows it at once).
+    bool closes_after_response() const { return !keep_alive_ || peer_closed_ || !body_done_; }
     // Streaming (http1_stream.cc).
     Step start_stream();
     Step stream();
