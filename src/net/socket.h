@@ -65,7 +65,7 @@ struct ListenOptions {
     // drained. Without a limit a large sendfile queues megabytes, and the
     // kernel then transmits them from the receiver's ACK processing: on
     // loopback that runs on the client's core (measured, docs/BENCHMARKS.md,
-    // issue 15: 10 MiB bodies about 2x the GB/s with 32 KiB).
+    // issue 15: 10 MiB bodies about 1.7x the GB/s with 32 KiB).
     int notsent_lowat = 0;
 };
 

@@ -5,7 +5,10 @@
 #include <algorithm>
 #include <array>
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <openssl/err.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -13,6 +16,17 @@
 
 namespace lepus {
 namespace {
+
+// Before the last record of a connection (close_notify): lifts the listener's
+// TCP_NOTSENT_LOWAT (--notsent-lowat), which can refuse even a write this
+// small while that much is queued unsent behind a slow reader. The alert would then
+// be dropped and the client would see a truncated stream. The send buffer
+// alone limits it again, as before the option. Best effort: a Unix socket
+// has no such option.
+void lift_send_limit(int fd) {
+    int unlimited = INT32_MAX;
+    setsockopt(fd, IPPROTO_TCP, TCP_NOTSENT_LOWAT, &unlimited, sizeof unlimited);
+}
 
 // What one send_file() call encrypts at most before it lets the engine look
 // at its pass budget again.
@@ -247,6 +261,7 @@ void TlsTransport::close() {
     // OpenSSL forbids SSL_shutdown, nor behind records still waiting.
     if (ssl_ && handshake_done_ && !broken_ && !shut_down_ && held_.empty()) {
         ReadingFrom socket(fd_.get(), socket_reads_);
+        lift_send_limit(fd_.get());
         ERR_clear_error();
         SSL_shutdown(ssl_);
         ERR_clear_error();
@@ -593,6 +608,7 @@ ssize_t TlsTransport::discard_gathered() {
 void TlsTransport::shutdown_write() {
     if (ssl_ && handshake_done_) {
         ReadingFrom socket(fd_.get(), socket_reads_);
+        lift_send_limit(fd_.get());
         ERR_clear_error();
         SSL_shutdown(ssl_); // close_notify (RFC 8446 §6.1); the socket may refuse it
         ERR_clear_error();

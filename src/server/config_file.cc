@@ -94,8 +94,9 @@ public:
             if (node.is_boolean() &&
                 (option == "--compress" || option == "--defer-accept" || option == "--http2" ||
                  option == "--h2c" || option == "--h2c-sendfile" || option == "--pin" ||
-                 option == "--ktls")) {
-                // Options that take on|off: `compress = false` means off.
+                 option == "--ktls" || option == "--notsent-lowat")) {
+                // Options that take on|off: `compress = false` means off (and
+                // `notsent_lowat = true` is refused as not a size).
                 out.arguments.push_back(option);
                 out.arguments.emplace_back(*node.value<bool>() ? "on" : "off");
             } else if (node.is_boolean()) {

@@ -94,6 +94,10 @@ class CommandLine(unittest.TestCase):
         for value in ("0", "2g", "lots", "-4k", "on"):
             with self.subTest(value=value):
                 self.assert_usage_error(["--notsent-lowat", value], "--notsent-lowat")
+        config = os.path.join(self.tmp, "lowat-true.toml")
+        with open(config, "w") as f:
+            f.write("notsent_lowat = true\n")  # a switch where a size is wanted
+        self.assert_usage_error(["--config", config], "notsent")
 
     def test_empty_log_path(self):
         self.assert_usage_error(["--access-log", ""], "log paths")
@@ -312,10 +316,13 @@ class NotSentLowWaterMark(unittest.TestCase):
         config = os.path.join(tmp, "lepus.toml")
         with open(config, "w") as f:
             f.write('notsent_lowat = "8k"\n')
+        config_off = os.path.join(tmp, "lepus-off.toml")
+        with open(config_off, "w") as f:
+            f.write('notsent_lowat = false\n')
         a = os.urandom(3 * 1024 * 1024 + 17)
         b = os.urandom(1024 * 1024 + 5)
         for args in ([], ["--notsent-lowat", "4k"], ["--notsent-lowat", "off"],
-                     ["--config", config]):
+                     ["--config", config], ["--config", config_off]):
             with self.subTest(args=args):
                 server = Lepus(args)
                 try:

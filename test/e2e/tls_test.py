@@ -331,6 +331,37 @@ class TlsTests(unittest.TestCase):
         finally:
             server.stop(harness.LepusTestCase._Checker())
 
+    def test_a_slow_reader_gets_the_whole_body_and_close_notify(self):
+        # A client with a small window that stops reading near the end: lepus's
+        # last writes leave part of the body queued unsent (--notsent-lowat
+        # lets 32 KiB wait), and the close_notify after them must still go
+        # out, not be refused and dropped. Without it this client sees a
+        # truncated stream (ragged EOFs are not suppressed here).
+        for path, body in (("/medium.bin", self.medium), ("/big.bin", self.big)):
+            for stall_kib in (16, 48, 96):
+                with self.subTest(path=path, stall_kib=stall_kib):
+                    raw = socket.socket()
+                    raw.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 16 * 1024)
+                    raw.settimeout(20)
+                    raw.connect(("127.0.0.1", self.server.tls_port))
+                    with self.context.wrap_socket(raw, server_hostname="default.test",
+                                                  suppress_ragged_eofs=False) as s:
+                        s.sendall(b"GET %s HTTP/1.1\r\nHost: default.test\r\n"
+                                  b"Connection: close\r\n\r\n" % path.encode())
+                        received = bytearray()
+                        stalled = False
+                        while True:
+                            chunk = s.recv(16384)  # SSLEOFError without close_notify
+                            if not chunk:
+                                break
+                            received += chunk
+                            if not stalled and len(received) >= len(body) - stall_kib * 1024:
+                                stalled = True
+                                time.sleep(0.2)  # lepus fills the window and waits
+                    head, _, rest = bytes(received).partition(b"\r\n\r\n")
+                    self.assertIn(b"200 OK", head)
+                    self.assertEqual(rest, body)
+
     def test_ranges_and_conditional_requests(self):
         r = self.tls_get("/big.bin", headers=["Range: bytes=100-199"])
         self.assertEqual(r.status, 206)
