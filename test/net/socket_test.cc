@@ -100,56 +100,56 @@ TEST(WithoutV4Mapping, UnmapsOnlyMappedAddresses) {
 } // namespace
 } // namespace lepus
 
-// The listener sets TCP_NODELAY once and every accepted socket inherits it
-// (the acceptor no longer sets it per connection).
-TEST(OpenListener, AcceptedSocketsInheritNoDelay) {
+namespace {
+
+// A connected pair through a listener opened with `options`: the client's
+// socket and the accepted one (both empty when something failed).
+struct AcceptedPair {
+    lepus::UniqueFd client, server;
+};
+
+AcceptedPair connect_through(const lepus::ListenOptions& options) {
     std::string error;
     auto address = lepus::parse_listen_address("127.0.0.1:0");
-    ASSERT_TRUE(address);
-    lepus::UniqueFd listener = lepus::open_listener(*address, {}, error);
-    ASSERT_TRUE(listener) << error;
+    lepus::UniqueFd listener = lepus::open_listener(*address, options, error);
+    if (!listener) return {};
     lepus::SocketAddress bound = lepus::local_address(listener.get());
-    lepus::UniqueFd client(::socket(AF_INET, SOCK_STREAM, 0));
-    ASSERT_EQ(::connect(client.get(), &bound.storage.any, bound.length), 0);
+    AcceptedPair pair{lepus::UniqueFd(::socket(AF_INET, SOCK_STREAM, 0)), {}};
+    if (::connect(pair.client.get(), &bound.storage.any, bound.length) != 0) return {};
     int accepted = -1;
     for (int i = 0; i < 100 && accepted < 0; ++i) {
         accepted = ::accept4(listener.get(), nullptr, nullptr, SOCK_CLOEXEC);
         if (accepted < 0) ::usleep(1000);
     }
-    ASSERT_GE(accepted, 0);
-    lepus::UniqueFd server(accepted);
+    pair.server = lepus::UniqueFd(accepted);
+    return pair;
+}
+
+int tcp_option(int fd, int option) {
     int value = 0;
     socklen_t length = sizeof value;
-    ASSERT_EQ(getsockopt(server.get(), IPPROTO_TCP, TCP_NODELAY, &value, &length), 0);
-    EXPECT_EQ(value, 1);
+    return getsockopt(fd, IPPROTO_TCP, option, &value, &length) == 0 ? value : -1;
+}
+
+} // namespace
+
+// The listener sets TCP_NODELAY once and every accepted socket inherits it
+// (the acceptor no longer sets it per connection).
+TEST(OpenListener, AcceptedSocketsInheritNoDelay) {
+    AcceptedPair pair = connect_through({});
+    ASSERT_TRUE(pair.server);
+    EXPECT_EQ(tcp_option(pair.server.get(), TCP_NODELAY), 1);
 }
 
 // --notsent-lowat: set once on the listener, and every accepted socket has it
 // (a socket opened without it has the kernel's default, which is no limit).
 TEST(OpenListener, AcceptedSocketsInheritTheNotSentLowWaterMark) {
-    std::string error;
-    auto address = lepus::parse_listen_address("127.0.0.1:0");
-    ASSERT_TRUE(address);
     lepus::ListenOptions options;
     options.notsent_lowat = 32 * 1024;
-    lepus::UniqueFd listener = lepus::open_listener(*address, options, error);
-    ASSERT_TRUE(listener) << error;
-    lepus::SocketAddress bound = lepus::local_address(listener.get());
-    lepus::UniqueFd client(::socket(AF_INET, SOCK_STREAM, 0));
-    ASSERT_EQ(::connect(client.get(), &bound.storage.any, bound.length), 0);
-    int accepted = -1;
-    for (int i = 0; i < 100 && accepted < 0; ++i) {
-        accepted = ::accept4(listener.get(), nullptr, nullptr, SOCK_CLOEXEC);
-        if (accepted < 0) ::usleep(1000);
-    }
-    ASSERT_GE(accepted, 0);
-    lepus::UniqueFd server(accepted);
-    int value = 0;
-    socklen_t length = sizeof value;
-    ASSERT_EQ(getsockopt(server.get(), IPPROTO_TCP, TCP_NOTSENT_LOWAT, &value, &length), 0);
-    EXPECT_EQ(value, 32 * 1024);
-    ASSERT_EQ(getsockopt(client.get(), IPPROTO_TCP, TCP_NOTSENT_LOWAT, &value, &length), 0);
-    EXPECT_NE(value, 32 * 1024);
+    AcceptedPair pair = connect_through(options);
+    ASSERT_TRUE(pair.server);
+    EXPECT_EQ(tcp_option(pair.server.get(), TCP_NOTSENT_LOWAT), 32 * 1024);
+    EXPECT_NE(tcp_option(pair.client.get(), TCP_NOTSENT_LOWAT), 32 * 1024);
 }
 
 // --defer-accept on: a connection that has sent nothing is not handed to
