@@ -599,7 +599,7 @@ Http1Engine::Step Http1Engine::finish_response(int status, uint64_t body_bytes) 
     s.parser.reset();
     head_size_ = 0;
     if (!body_done_) keep_alive_ = false; // answered before the body was all read
-    if (!keep_alive_ || peer_closed_) {
+    if (closes_after_response()) {
         bool unread = s.input_end > s.input_begin || readable_;
         if (!error_response_ && !unread) return Step::Close;
         // Closing with unread input makes the kernel send RST, which can destroy

@@ -301,15 +301,7 @@ class NotSentLowWaterMark(unittest.TestCase):
             s.connect(("127.0.0.1", server.port))
             s.sendall(b"GET /a.bin HTTP/1.1\r\nHost: x\r\n\r\n"
                       b"GET /b.bin HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
-            received = bytearray()
-            while True:
-                chunk = s.recv(65536)
-                if not chunk:
-                    break
-                received += chunk
-                if len(received) < 256 * 1024:
-                    time.sleep(0.001)  # slow at first: the window closes, lepus waits
-        return bytes(received)
+            return harness.read_slowly_to_end(s, 256 * 1024)
 
     def test_large_files_arrive_whole_with_any_value(self):
         tmp = harness.temp_dir(self, "lowat")

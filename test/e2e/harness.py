@@ -192,6 +192,20 @@ def recv_until(s, marker, buffer=b""):
     return buffer
 
 
+def read_slowly_to_end(s, slow_bytes):
+    """Reads s until the peer closes, pausing 1 ms after each read until
+    slow_bytes have arrived: the window closes, so the server's writes hit
+    EAGAIN and must resume. Returns everything read."""
+    data = bytearray()
+    while True:
+        chunk = s.recv(65536)
+        if not chunk:
+            return bytes(data)
+        data += chunk
+        if len(data) < slow_bytes:
+            time.sleep(0.001)
+
+
 def read_response(s, head_only=False, buffer=b""):
     """Reads one response from s (Content-Length, chunked or close-delimited).
     Returns (Response, leftover bytes) when buffer is given as keyword, else Response."""

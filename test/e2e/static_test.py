@@ -300,15 +300,8 @@ class StaticFiles(LepusTestCase):
         with self.server.connect() as s:
             s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 32768)
             s.sendall(b"GET /big.bin HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n")
-            data = bytearray()
-            while True:
-                chunk = s.recv(65536)
-                if not chunk:
-                    break
-                data += chunk
-                if len(data) < (2 << 20):
-                    time.sleep(0.001)  # slow for the first part: forces EAGAIN and resumes
-        head, body = bytes(data).split(b"\r\n\r\n", 1)
+            data = harness.read_slowly_to_end(s, 2 << 20)
+        head, body = data.split(b"\r\n\r\n", 1)
         self.assertIn(b"200 OK", head)
         self.assertEqual(hashlib.md5(body).hexdigest(), hashlib.md5(self.big).hexdigest())
 
