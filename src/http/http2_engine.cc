@@ -1,10 +1,11 @@
 #include "http/http2_engine.h"
 
-#include "base/ascii.h"
+#include "http/detail/http2_callbacks.h"
+#include "http/detail/http2_head.h"
+#include "http/detail/http2_stream.h"
 #include "log/error_log.h"
 
 #include <algorithm>
-#include <charconv>
 #include <cstring>
 #include <nghttp2/nghttp2.h>
 #include <optional>
@@ -12,368 +13,14 @@
 
 namespace lepus {
 
-// One stream: its request as received, its Exchange, and how its answer goes out.
-struct Http2Stream {
-    explicit Http2Stream(int32_t id) : id(id) {}
-
-    int32_t id;
-    // The request head as received: every name and value one after the other
-    // in `text` (one buffer per stream, not two strings per field); the views
-    // of `headers` and `request` point into it, made once the head is complete.
-    struct TextRef {
-        uint32_t at = 0, size = 0;
-    };
-    std::string text;
-    TextRef method, path, authority;
-    std::vector<std::pair<TextRef, TextRef>> fields;
-    std::string cookie; // §8.2.3: cookie fields joined with "; "
-    std::vector<Header> headers;
-
-    TextRef keep(std::string_view bytes) {
-        if (text.capacity() == 0) text.reserve(512); // most request heads fit
-        TextRef ref{uint32_t(text.size()), uint32_t(bytes.size())};
-        text.append(bytes);
-        return ref;
-    }
-    std::string_view view(TextRef ref) const { return {text.data() + ref.at, ref.size}; }
-    size_t header_bytes = 0;
-    bool too_large = false; // over kMaxHeaderList: answered 431
-    Request request;
-    Exchange exchange;
-    bool started = false;       // the router has the exchange (start or fail ran)
-    bool request_ended = false; // END_STREAM received
-    bool body_ended = false;    // end_body() told to the response stream
-    std::string body_pending;   // request body bytes the response stream has not taken
-    uint64_t body_received = 0;
-    // The answer.
-    bool submitted = false; // HEADERS submitted
-    bool relaying = false;  // DATA comes from exchange.stream
-    bool deferred = false;  // the DATA source waits for the backend
-    bool accounted = false;
-    int status = 0;
-    uint64_t body_sent = 0;
-    // Where the payload of the DATA frame read_body announced starts, counted
-    // in the body (response.body, then the file range).
-    uint64_t frame_at = 0;
-};
-
-namespace {
-
-// Fields of a response head that are HTTP/1.1 connection management, never
-// sent on HTTP/2 (RFC 9113 §8.2.2).
-bool is_connection_field(std::string_view name) {
-    for (std::string_view field :
-         {"connection", "keep-alive", "transfer-encoding", "upgrade", "proxy-connection", "te"})
-        if (ascii_iequals(name, field)) return true;
-    return false;
-}
-
-// Fields lepus writes itself, or that describe the backend's connection
-// (the HTTP/1.1 engine drops the same when it relays a stream).
-bool is_backend_own_field(std::string_view name) {
-    for (std::string_view own : {"Connection", "Keep-Alive", "Transfer-Encoding", "TE", "Trailer",
-                                 "Upgrade", "Proxy-Connection", "Content-Length", "Date", "Server"})
-        if (ascii_iequals(name, own)) return true;
-    return false;
-}
-
-std::optional<Method> method_of(std::string_view text) {
-    for (Method method : {Method::Get, Method::Head, Method::Post, Method::Options, Method::Put,
-                          Method::Delete, Method::Patch, Method::Trace, Method::Connect})
-        if (text == method_name(method)) return method;
-    return std::nullopt;
-}
-
-// RFC 9110 §6.4.1: no content for HEAD, 1xx, 204 and 304.
-bool has_no_body(const Request& request, int status) {
-    return request.is_head() || status < 200 || status == 204 || status == 304;
-}
-
-// The handlers' HTTP/1.1 head text ("HTTP/1.1 200 OK\r\nName: value\r\n...")
-// as an HTTP/2 header block: ":status" first, names lowercased (§8.2.1). The
-// fields point into `text`, a copy of the head lowercased in place with the
-// status digits after it: one buffer, no allocation per field once the
-// scratch space has grown (nghttp2_submit_response copies the block).
-void head_to_fields(int status, std::string_view head, std::string& text,
-                    std::vector<nghttp2_nv>& fields) {
-    static char status_name[] = ":status";
-    char digits[8];
-    size_t digits_size = std::to_chars(digits, digits + sizeof digits, status).ptr - digits;
-    text.assign(head);
-    text.append(digits, digits_size);
-    auto field = [](char* name, size_t name_size, char* value, size_t value_size) {
-        return nghttp2_nv{reinterpret_cast<uint8_t*>(name), reinterpret_cast<uint8_t*>(value),
-                          name_size, value_size, NGHTTP2_NV_FLAG_NONE};
-    };
-    fields.clear();
-    fields.push_back(
-        field(status_name, sizeof status_name - 1, text.data() + head.size(), digits_size));
-    char* base = text.data();
-    std::string_view rest(base, head.size());
-    size_t at = rest.find("\r\n");
-    while (at != std::string_view::npos && at + 2 < rest.size()) {
-        at += 2;
-        size_t end = rest.find("\r\n", at);
-        if (end == std::string_view::npos || end == at) break;
-        std::string_view line = rest.substr(at, end - at);
-        size_t line_at = at;
-        at = end;
-        size_t colon = line.find(':');
-        if (colon == std::string_view::npos) continue;
-        if (is_connection_field(line.substr(0, colon))) continue;
-        for (size_t i = 0; i < colon; ++i)
-            base[line_at + i] = ascii_lower(base[line_at + i]);
-        std::string_view value = trim_ows(line.substr(colon + 1));
-        fields.push_back(
-            field(base + line_at, colon, base + (value.data() - rest.data()), value.size()));
-    }
-}
-
-} // namespace
-
 // Scratch space reused for every response's header block.
 struct Http2Engine::HeadFields {
     std::string text;
     std::vector<nghttp2_nv> fields;
 
     const std::vector<nghttp2_nv>& build(int status, std::string_view head) {
-        head_to_fields(status, head, text, fields);
+        detail::head_to_fields(status, head, text, fields);
         return fields;
-    }
-};
-
-// nghttp2's callbacks, with access to the engine.
-struct Http2Callbacks {
-    static Http2Engine& engine(void* user_data) { return *static_cast<Http2Engine*>(user_data); }
-
-    static Http2Stream* find(Http2Engine& self, int32_t id) {
-        auto it = self.streams_.find(id);
-        return it == self.streams_.end() ? nullptr : it->second.get();
-    }
-
-    // Frames on streams that are over. With RFC 9218 priorities nghttp2 keeps
-    // no closed stream, and it ignores frames for streams it does not know;
-    // the RFC wants errors: a HEADERS frame opening a stream below one already
-    // used is a PROTOCOL_ERROR (§5.1.1), HEADERS or DATA on a stream the client
-    // closed or reset is a STREAM_CLOSED one (§5.1). Frames that cross a
-    // RST_STREAM of ours are ignored, as §5.4.2 allows.
-    static int on_begin_frame(nghttp2_session* session, const nghttp2_frame_hd* hd,
-                              void* user_data) {
-        Http2Engine& self = engine(user_data);
-        int32_t id = hd->stream_id;
-        if (id == 0 || id % 2 == 0 || (hd->type != NGHTTP2_HEADERS && hd->type != NGHTTP2_DATA))
-            return 0;
-        if (id > self.highest_stream_id_) {
-            if (hd->type == NGHTTP2_HEADERS) self.highest_stream_id_ = id;
-            return 0; // a new stream (DATA on an idle one is nghttp2's error)
-        }
-        if (nghttp2_session_find_stream(session, id) || self.reset_by_us(id)) return 0;
-        bool lower_new_stream = hd->type == NGHTTP2_HEADERS && id < self.highest_stream_id_;
-        nghttp2_session_terminate_session(session, lower_new_stream ? NGHTTP2_PROTOCOL_ERROR
-                                                                    : NGHTTP2_STREAM_CLOSED);
-        return 0;
-    }
-
-    static int on_begin_headers(nghttp2_session*, const nghttp2_frame* frame, void* user_data) {
-        Http2Engine& self = engine(user_data);
-        if (frame->hd.type != NGHTTP2_HEADERS || frame->headers.cat != NGHTTP2_HCAT_REQUEST)
-            return 0;
-        self.streams_.emplace(frame->hd.stream_id,
-                              std::make_unique<Http2Stream>(frame->hd.stream_id));
-        if (self.gauges_) {
-            self.gauges_->streams.fetch_add(1, std::memory_order_relaxed);
-            self.gauges_->streams_total.fetch_add(1, std::memory_order_relaxed);
-        }
-        return 0;
-    }
-
-    static int on_header(nghttp2_session*, const nghttp2_frame* frame, const uint8_t* name_bytes,
-                         size_t name_length, const uint8_t* value_bytes, size_t value_length,
-                         uint8_t, void* user_data) {
-        Http2Engine& self = engine(user_data);
-        Http2Stream* stream = find(self, frame->hd.stream_id);
-        if (!stream || stream->started) return 0; // trailers: not used
-        // As SETTINGS_MAX_HEADER_LIST_SIZE counts (RFC 9113 §6.5.2): past the
-        // limit the fields are dropped and the request answered 431.
-        stream->header_bytes += name_length + value_length + 32;
-        if (stream->header_bytes > Http2Engine::kMaxHeaderList) stream->too_large = true;
-        if (stream->too_large) return 0;
-        std::string_view name(reinterpret_cast<const char*>(name_bytes), name_length);
-        std::string_view value(reinterpret_cast<const char*>(value_bytes), value_length);
-        if (name == ":method") {
-            stream->method = stream->keep(value);
-        } else if (name == ":path") {
-            stream->path = stream->keep(value);
-        } else if (name == ":authority") {
-            stream->authority = stream->keep(value);
-        } else if (name == ":scheme") {
-            // https or http: the connection says which.
-        } else if (name == "cookie") {
-            // §8.2.3: split cookies are joined with "; " for an HTTP/1.1 context (CGI).
-            if (!stream->cookie.empty()) stream->cookie.append("; ");
-            stream->cookie.append(value);
-        } else {
-            if (stream->fields.empty()) stream->fields.reserve(16);
-            auto field = std::pair{stream->keep(name), stream->keep(value)};
-            if (name == "host" && stream->authority.size == 0) stream->authority = field.second;
-            stream->fields.push_back(field);
-        }
-        return 0;
-    }
-
-    static int on_frame_recv(nghttp2_session*, const nghttp2_frame* frame, void* user_data) {
-        Http2Engine& self = engine(user_data);
-        Http2Stream* stream = find(self, frame->hd.stream_id);
-        if (!stream) return 0;
-        bool end_stream = frame->hd.flags & NGHTTP2_FLAG_END_STREAM;
-        switch (frame->hd.type) {
-        case NGHTTP2_HEADERS:
-            if (end_stream) stream->request_ended = true;
-            if (!stream->started)
-                self.start_exchange(*stream);
-            else if (end_stream)
-                self.offer_body(*stream); // trailers end the body
-            break;
-        case NGHTTP2_DATA:
-            if (end_stream) {
-                stream->request_ended = true;
-                self.offer_body(*stream);
-            }
-            break;
-        default:
-            break;
-        }
-        return 0;
-    }
-
-    static int on_data_chunk_recv(nghttp2_session* session, uint8_t, int32_t stream_id,
-                                  const uint8_t* data, size_t length, void* user_data) {
-        Http2Engine& self = engine(user_data);
-        Http2Stream* stream = find(self, stream_id);
-        if (!stream || !stream->exchange.stream) {
-            // Nobody reads this body (a file, an error, a reset stream): the
-            // window is given back at once.
-            nghttp2_session_consume(session, stream_id, length);
-            if (stream) stream->body_received += length;
-            return 0;
-        }
-        stream->body_received += length;
-        if (stream->body_received > self.context_.options.max_body_size && !stream->submitted) {
-            nghttp2_session_consume(session, stream_id, length);
-            self.fail_exchange(*stream, 413);
-            return 0;
-        }
-        // Acknowledged (WINDOW_UPDATE) only as the backend takes the bytes.
-        stream->body_pending.append(reinterpret_cast<const char*>(data), length);
-        self.offer_body(*stream);
-        return 0;
-    }
-
-    static int on_stream_close(nghttp2_session*, int32_t stream_id, uint32_t, void* user_data) {
-        Http2Engine& self = engine(user_data);
-        auto it = self.streams_.find(stream_id);
-        if (it == self.streams_.end()) return 0;
-        self.finish_stream(*it->second);
-        self.streams_.erase(it);
-        return 0;
-    }
-
-    // DATA for a response: from the complete Response's memory and file, or
-    // from the response stream as the backend delivers.
-    static ssize_t read_body(nghttp2_session*, int32_t, uint8_t* buffer, size_t length,
-                             uint32_t* flags, nghttp2_data_source* source, void* user_data) {
-        Http2Engine& self = engine(user_data);
-        Http2Stream& stream = *static_cast<Http2Stream*>(source->ptr);
-        Exchange& exchange = stream.exchange;
-        if (stream.relaying) {
-            ResponseStream& backend = *exchange.stream;
-            std::span<const char> body = backend.body();
-            size_t n = std::min(length, body.size());
-            std::memcpy(buffer, body.data(), n);
-            backend.consume(n);
-            stream.body_sent += n;
-            if (backend.body().empty() && backend.ended()) {
-                *flags |= NGHTTP2_DATA_FLAG_EOF;
-                stream.accounted = true;
-                self.context_.handler.account(exchange, stream.status, stream.body_sent);
-            } else if (n == 0) {
-                stream.deferred = true;
-                return NGHTTP2_ERR_DEFERRED;
-            }
-            return ssize_t(n);
-        }
-        const Response& response = exchange.response;
-        // NO_COPY: send_data queues each frame itself, its payload never
-        // copied into nghttp2's buffer; see send_data for where it goes.
-        uint64_t n = std::min<uint64_t>(length, response.body_bytes() - stream.body_sent);
-        if (stream.body_sent < response.body.size())
-            n = std::min<uint64_t>(n, response.body.size() - stream.body_sent); // memory, then file
-        stream.frame_at = stream.body_sent;
-        *flags |= NGHTTP2_DATA_FLAG_NO_COPY;
-        stream.body_sent += n;
-        if (stream.body_sent >= response.body_bytes()) *flags |= NGHTTP2_DATA_FLAG_EOF;
-        return ssize_t(n);
-    }
-
-    // A DATA frame read_body announced with NO_COPY: its 9-byte header, then
-    // `length` bytes of the body from stream.frame_at. No padding is ever
-    // asked for, so frame->data.padlen is 0. The stream may close before the
-    // bytes leave (see http2_output.h): a payload left out of the output is
-    // kept alive by a FileRef of the segment's own.
-    static int send_data(nghttp2_session*, nghttp2_frame*, const uint8_t* header, size_t length,
-                         nghttp2_data_source* source, void* user_data) {
-        Http2Engine& self = engine(user_data);
-        Http2Stream& stream = *static_cast<Http2Stream*>(source->ptr);
-        const Response& response = stream.exchange.response;
-        std::string_view frame_header(reinterpret_cast<const char*>(header), 9);
-        if (stream.frame_at < response.body.size()) {
-            std::string_view payload = response.body.substr(stream.frame_at, length);
-            send_memory_data(self.output_, frame_header, response, payload);
-            return 0;
-        }
-        uint64_t file_at = response.file_offset + (stream.frame_at - response.body.size());
-        int error = send_file_data(self, frame_header, response, file_at, length);
-        if (error == 0) return 0;
-        // The file shrank or broke under us: the stream cannot complete.
-        report_internal_error("pread for an HTTP/2 response", stream.exchange.request->path, error);
-        // The frame never was: nghttp2 resets the stream.
-        self.recent_resets_[self.next_reset_++ % self.recent_resets_.size()] = stream.id;
-        return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
-    }
-
-    // A payload from memory. The contents of a cached file (a small static
-    // file) stay where they are, a segment of the output, on either transport
-    // (writev takes them as they are, TLS included); anything else (a
-    // generated page in owned_body) lives no longer than the Response, which
-    // may go before the frame is written, so it is copied now.
-    static void send_memory_data(Http2Output& output, std::string_view header,
-                                 const Response& response, std::string_view payload) {
-        // A small payload is cheaper copied than sent as a piece of its own:
-        // pieces are what the batch is capped on (64 per writev), and h2c `/`
-        // (612 bytes under h2load -m10) lost 4% per core as segments.
-        constexpr size_t kCopyBelow = 2048;
-        if (payload.size() >= kCopyBelow && response.file && response.file->holds(response.body)) {
-            output.append_memory(header, response.file, payload.data(), payload.size());
-            return;
-        }
-        output.append(header);
-        output.append(payload);
-    }
-
-    // A payload from the file: read into the output now (pread), or, with
-    // --h2c-sendfile on a plain connection, left in the file for
-    // write_output's sendfile. A Response with a file_fd
-    // always has the FileRef that owns it (the static handler, error pages);
-    // without one the bytes are copied now, never left to an fd nobody keeps
-    // open. 0, or the errno value of a failed read.
-    static int send_file_data(Http2Engine& self, std::string_view header, const Response& response,
-                              uint64_t file_at, size_t length) {
-        if (self.context_.options.h2c_sendfile && self.transport_.zero_copy_files() &&
-            response.file) {
-            self.output_.append_file(header, response.file, response.file_fd, file_at, length);
-            return 0;
-        }
-        return self.output_.append_file_copy(header, response.file_fd, file_at, length);
     }
 };
 
@@ -384,17 +31,7 @@ Http2Engine::Http2Engine(const Http1Context& context, Transport& transport, Conn
       last_activity_ms_(context.clock.now_ms), last_write_ms_(context.clock.now_ms) {
     nghttp2_session_callbacks* callbacks = nullptr;
     nghttp2_session_callbacks_new(&callbacks);
-    nghttp2_session_callbacks_set_on_begin_frame_callback(callbacks,
-                                                          Http2Callbacks::on_begin_frame);
-    nghttp2_session_callbacks_set_on_begin_headers_callback(callbacks,
-                                                            Http2Callbacks::on_begin_headers);
-    nghttp2_session_callbacks_set_on_header_callback(callbacks, Http2Callbacks::on_header);
-    nghttp2_session_callbacks_set_on_frame_recv_callback(callbacks, Http2Callbacks::on_frame_recv);
-    nghttp2_session_callbacks_set_on_data_chunk_recv_callback(callbacks,
-                                                              Http2Callbacks::on_data_chunk_recv);
-    nghttp2_session_callbacks_set_on_stream_close_callback(callbacks,
-                                                           Http2Callbacks::on_stream_close);
-    nghttp2_session_callbacks_set_send_data_callback(callbacks, Http2Callbacks::send_data);
+    Http2Callbacks::install(callbacks);
     nghttp2_option* option = nullptr;
     nghttp2_option_new(&option);
     // Request body windows open as the backend takes the bytes (offer_body).
@@ -597,59 +234,7 @@ void Http2Engine::start_exchange(Http2Stream& stream) {
     stream.started = true;
     ++requests_;
     Request& request = stream.request;
-    if (!stream.cookie.empty())
-        stream.fields.emplace_back(stream.keep("cookie"), stream.keep(stream.cookie));
-    // `text` is complete (trailers are not kept): views into it hold from here.
-    std::string_view method_text = stream.view(stream.method);
-    request.method_text = method_text;
-    request.target = stream.view(stream.path);
-    std::string_view target = request.target;
-    size_t mark = target.find('?');
-    request.path = target.substr(0, mark);
-    request.query = mark == std::string_view::npos ? std::string_view() : target.substr(mark + 1);
-    request.version_minor = 1; // HTTP/1.1 semantics for the handlers
-    request.host = stream.view(stream.authority);
-    request.keep_alive = true;
-    stream.headers.clear();
-    stream.headers.reserve(stream.fields.size());
-    for (const auto& [name_ref, value_ref] : stream.fields) {
-        std::string_view n = stream.view(name_ref);
-        std::string_view value = stream.view(value_ref);
-        stream.headers.push_back({n, value});
-        if (n == "content-length") {
-            uint64_t length = 0;
-            if (std::from_chars(value.data(), value.data() + value.size(), length).ec ==
-                std::errc())
-                request.content_length = length;
-        } else if (n == "if-none-match") {
-            request.if_none_match = value;
-        } else if (n == "if-modified-since") {
-            request.if_modified_since = value;
-        } else if (n == "if-match") {
-            request.if_match = value;
-        } else if (n == "if-unmodified-since") {
-            request.if_unmodified_since = value;
-        } else if (n == "range") {
-            request.range = value;
-        } else if (n == "if-range") {
-            request.if_range = value;
-        } else if (n == "accept-encoding") {
-            request.accept_encoding = value;
-        } else if (n == "referer") {
-            request.referer = value;
-        } else if (n == "user-agent") {
-            request.user_agent = value;
-        } else if (n == "content-type") {
-            request.content_type = value;
-        }
-    }
-    request.headers = stream.headers;
-    // A body of unknown length is "chunked" to the handlers (FastCGI
-    // gathers it to give php-fpm a CONTENT_LENGTH).
-    if (stream.request_ended)
-        request.content_length.reset();
-    else if (!request.content_length)
-        request.chunked = true;
+    std::optional<Method> method = stream.complete_request();
     Exchange& exchange = stream.exchange;
     exchange.request = &request;
     exchange.connection = &info_;
@@ -658,7 +243,6 @@ void Http2Engine::start_exchange(Http2Stream& stream) {
     exchange.now_s = context_.clock.now_s;
     exchange.now_ms = context_.clock.now_ms;
     exchange.keep_alive = true;
-    std::optional<Method> method = method_of(method_text);
     if (stream.too_large) return fail_exchange(stream, 431);
     if (!method) return fail_exchange(stream, 501);
     request.method = *method;
@@ -747,7 +331,8 @@ void Http2Engine::submit_response(Http2Stream& stream) {
     nghttp2_data_provider provider{};
     provider.source.ptr = &stream;
     provider.read_callback = Http2Callbacks::read_body;
-    bool body = response.body_bytes() > 0 && !has_no_body(*exchange.request, response.status);
+    bool body =
+        response.body_bytes() > 0 && !detail::has_no_body(*exchange.request, response.status);
     nghttp2_submit_response(session_, stream.id, nva.data(), nva.size(),
                             body ? &provider : nullptr);
 }
@@ -763,7 +348,7 @@ void Http2Engine::submit_stream_head(Http2Stream& stream) {
                   request.target.data(), head.status);
         return fail_exchange(stream, 502);
     }
-    bool no_body = has_no_body(request, status);
+    bool no_body = detail::has_no_body(request, status);
     std::optional<uint64_t> length = head.content_length;
     if (length && backend.ended() && backend.body().size() < *length && !no_body) {
         log_error("the backend's response to \"%.*s\" ended short of its Content-Length: 502",
@@ -775,7 +360,7 @@ void Http2Engine::submit_stream_head(Http2Stream& stream) {
     response.reset();
     begin_head(status, context_.clock.now_s, response);
     for (const Header& header : head.headers) {
-        if (is_backend_own_field(header.name)) continue;
+        if (detail::is_backend_own_field(header.name)) continue;
         response.head.append(header.name).append(": ").append(header.value).append("\r\n");
     }
     response.head.append(exchange.stream_headers);

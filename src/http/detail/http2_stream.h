@@ -1,0 +1,67 @@
+// Internal header of the HTTP/2 engine (http2_engine.cc, http2_callbacks.cc,
+// http2_stream.cc): one stream's state. Not for other users.
+#pragma once
+
+#include "http/exchange.h"
+#include "http/request.h"
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace lepus {
+
+// One stream: its request as received, its Exchange, and how its answer goes out.
+struct Http2Stream {
+    explicit Http2Stream(int32_t id) : id(id) {}
+
+    // The request head is complete (`text` holds all of it; trailers are not
+    // kept): fills `request` and `headers` with views into `text`. The method,
+    // or nothing for one lepus does not implement (501).
+    std::optional<Method> complete_request();
+
+    int32_t id;
+    // The request head as received: every name and value one after the other
+    // in `text` (one buffer per stream, not two strings per field); the views
+    // of `headers` and `request` point into it, made once the head is complete.
+    struct TextRef {
+        uint32_t at = 0, size = 0;
+    };
+    std::string text;
+    TextRef method, path, authority;
+    std::vector<std::pair<TextRef, TextRef>> fields;
+    std::string cookie; // §8.2.3: cookie fields joined with "; "
+    std::vector<Header> headers;
+
+    TextRef keep(std::string_view bytes) {
+        if (text.capacity() == 0) text.reserve(512); // most request heads fit
+        TextRef ref{uint32_t(text.size()), uint32_t(bytes.size())};
+        text.append(bytes);
+        return ref;
+    }
+    std::string_view view(TextRef ref) const { return {text.data() + ref.at, ref.size}; }
+    size_t header_bytes = 0;
+    bool too_large = false; // over kMaxHeaderList: answered 431
+    Request request;
+    Exchange exchange;
+    bool started = false;       // the router has the exchange (start or fail ran)
+    bool request_ended = false; // END_STREAM received
+    bool body_ended = false;    // end_body() told to the response stream
+    std::string body_pending;   // request body bytes the response stream has not taken
+    uint64_t body_received = 0;
+    // The answer.
+    bool submitted = false; // HEADERS submitted
+    bool relaying = false;  // DATA comes from exchange.stream
+    bool deferred = false;  // the DATA source waits for the backend
+    bool accounted = false;
+    int status = 0;
+    uint64_t body_sent = 0;
+    // Where the payload of the DATA frame read_body announced starts, counted
+    // in the body (response.body, then the file range).
+    uint64_t frame_at = 0;
+};
+
+} // namespace lepus
