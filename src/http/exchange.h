@@ -70,6 +70,11 @@ struct StreamHead {
     bool upgrade = false;
 };
 
+// Fields of a backend's head that an engine does not relay: those lepus writes
+// itself (Content-Length, Date, Server) and those that describe the backend's
+// connection, not ours (RFC 9110 §7.6.1: hop-by-hop fields are not forwarded).
+bool is_backend_own_field(std::string_view name);
+
 enum class StreamState : uint8_t {
     Pending, // nothing new: the stream calls ExchangeListener::on_exchange_progress later
     Ready,   // head() is valid; body() holds what has arrived

@@ -29,15 +29,6 @@
 namespace lepus {
 namespace {
 
-// Fields lepus writes itself or that describe the backend's connection, not
-// ours (RFC 9110 §7.6.1: hop-by-hop fields are not forwarded).
-bool is_own_header(std::string_view name) {
-    for (std::string_view own : {"Connection", "Keep-Alive", "Transfer-Encoding", "TE", "Trailer",
-                                 "Upgrade", "Proxy-Connection", "Content-Length", "Date", "Server"})
-        if (ascii_iequals(name, own)) return true;
-    return false;
-}
-
 void append_hex(size_t value, std::string& out) {
     char digits[16];
     size_t n = 0;
@@ -148,7 +139,7 @@ bool Http1Engine::build_stream_head() {
     response.reset();
     begin_head(status, context_.clock.now_s, response);
     for (const Header& header : head.headers) {
-        if (is_own_header(header.name)) continue;
+        if (is_backend_own_field(header.name)) continue;
         response.head.append(header.name).append(": ").append(header.value).append("\r\n");
     }
     response.head.append(exchange.stream_headers);
@@ -252,7 +243,7 @@ void Http1Engine::build_tunnel_head() {
     response.reset();
     begin_head(101, context_.clock.now_s, response);
     for (const Header& header : head.headers) {
-        if (is_own_header(header.name) && !ascii_iequals(header.name, "Upgrade")) continue;
+        if (is_backend_own_field(header.name) && !ascii_iequals(header.name, "Upgrade")) continue;
         response.head.append(header.name).append(": ").append(header.value).append("\r\n");
     }
     response.head.append(exchange.stream_headers);

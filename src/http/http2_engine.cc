@@ -360,7 +360,7 @@ void Http2Engine::submit_stream_head(Http2Stream& stream) {
     response.reset();
     begin_head(status, context_.clock.now_s, response);
     for (const Header& header : head.headers) {
-        if (detail::is_backend_own_field(header.name)) continue;
+        if (is_backend_own_field(header.name)) continue;
         response.head.append(header.name).append(": ").append(header.value).append("\r\n");
     }
     response.head.append(exchange.stream_headers);

@@ -3,33 +3,54 @@
 #include "base/ascii.h"
 
 #include <charconv>
+#include <cstring>
 
 namespace lepus::detail {
 
 namespace {
 
+using namespace std::string_view_literals;
+
 // Fields of a response head that are HTTP/1.1 connection management, never
-// sent on HTTP/2 (RFC 9113 §8.2.2).
+// sent on HTTP/2 (RFC 9113 §8.2.2). `name` is lowercase already.
 bool is_connection_field(std::string_view name) {
-    for (std::string_view field :
-         {"connection", "keep-alive", "transfer-encoding", "upgrade", "proxy-connection", "te"})
-        if (ascii_iequals(name, field)) return true;
-    return false;
+    switch (name.size()) {
+    case 2:
+        return name == "te"sv;
+    case 7:
+        return name == "upgrade"sv;
+    case 10:
+        return name == "connection"sv || name == "keep-alive"sv;
+    case 16:
+        return name == "proxy-connection"sv;
+    case 17:
+        return name == "transfer-encoding"sv;
+    default:
+        return false;
+    }
+}
+
+// The first "\r\n" at or after `from`, or `end`.
+char* find_crlf(char* from, char* end) {
+    while (from < end) {
+        auto* cr = static_cast<char*>(std::memchr(from, '\r', size_t(end - from)));
+        if (!cr || cr + 1 >= end) return end;
+        if (cr[1] == '\n') return cr;
+        from = cr + 1;
+    }
+    return end;
 }
 
 } // namespace
-
-bool is_backend_own_field(std::string_view name) {
-    for (std::string_view own : {"Connection", "Keep-Alive", "Transfer-Encoding", "TE", "Trailer",
-                                 "Upgrade", "Proxy-Connection", "Content-Length", "Date", "Server"})
-        if (ascii_iequals(name, own)) return true;
-    return false;
-}
 
 bool has_no_body(const Request& request, int status) {
     return request.is_head() || status < 200 || status == 204 || status == 304;
 }
 
+// One pass over the copy: a memchr per line for its end, the name lowercased
+// up to its colon as it is scanned. This runs once per HTTP/2 response; the
+// version with a find per line and a case-insensitive compare per connection
+// field was 2,800 instructions of a 612-byte response's 27,000 (callgrind).
 void head_to_fields(int status, std::string_view head, std::string& text,
                     std::vector<nghttp2_nv>& fields) {
     static char status_name[] = ":status";
@@ -44,24 +65,25 @@ void head_to_fields(int status, std::string_view head, std::string& text,
     fields.clear();
     fields.push_back(
         field(status_name, sizeof status_name - 1, text.data() + head.size(), digits_size));
-    char* base = text.data();
-    std::string_view rest(base, head.size());
-    size_t at = rest.find("\r\n");
-    while (at != std::string_view::npos && at + 2 < rest.size()) {
-        at += 2;
-        size_t end = rest.find("\r\n", at);
-        if (end == std::string_view::npos || end == at) break;
-        std::string_view line = rest.substr(at, end - at);
-        size_t line_at = at;
-        at = end;
-        size_t colon = line.find(':');
-        if (colon == std::string_view::npos) continue;
-        if (is_connection_field(line.substr(0, colon))) continue;
-        for (size_t i = 0; i < colon; ++i)
-            base[line_at + i] = ascii_lower(base[line_at + i]);
-        std::string_view value = trim_ows(line.substr(colon + 1));
-        fields.push_back(
-            field(base + line_at, colon, base + (value.data() - rest.data()), value.size()));
+    char* end = text.data() + head.size();
+    char* line = find_crlf(text.data(), end); // past the status line
+    while (line != end) {
+        line += 2;
+        char* line_end = find_crlf(line, end);
+        if (line_end == end || line_end == line) break; // the blank line ends the head
+        auto* colon = static_cast<char*>(std::memchr(line, ':', size_t(line_end - line)));
+        if (!colon) {
+            line = line_end;
+            continue;
+        }
+        ascii_lower_in_place(line, size_t(colon - line));
+        std::string_view name(line, size_t(colon - line));
+        if (!is_connection_field(name)) {
+            std::string_view value = trim_ows({colon + 1, size_t(line_end - colon - 1)});
+            fields.push_back(
+                field(line, name.size(), const_cast<char*>(value.data()), value.size()));
+        }
+        line = line_end;
     }
 }
 

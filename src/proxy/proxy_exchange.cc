@@ -25,8 +25,9 @@ bool is_idempotent(Method method) {
 
 // Fields the proxy sets itself, or that describe the client's connection.
 bool is_replaced(std::string_view name) {
-    for (std::string_view own : {"Host", "Content-Length", "Expect", "X-Forwarded-For",
-                                 "X-Forwarded-Proto", "X-Forwarded-Host", "Forwarded"})
+    using namespace std::string_view_literals; // lengths known when compiled, no strlen
+    for (std::string_view own : {"Host"sv, "Content-Length"sv, "Expect"sv, "X-Forwarded-For"sv,
+                                 "X-Forwarded-Proto"sv, "X-Forwarded-Host"sv, "Forwarded"sv})
         if (ascii_iequals(name, own)) return true;
     return false;
 }

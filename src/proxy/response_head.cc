@@ -45,8 +45,9 @@ void split_tokens(std::string_view value, std::vector<std::string_view>& out) {
 }
 
 bool is_hop_by_hop(std::string_view name) {
-    for (std::string_view hop : {"Connection", "Keep-Alive", "Proxy-Connection", "TE",
-                                 "Transfer-Encoding", "Upgrade", "Trailer"})
+    using namespace std::string_view_literals; // lengths known when compiled, no strlen
+    for (std::string_view hop : {"Connection"sv, "Keep-Alive"sv, "Proxy-Connection"sv, "TE"sv,
+                                 "Transfer-Encoding"sv, "Upgrade"sv, "Trailer"sv})
         if (ascii_iequals(name, hop)) return true;
     return false;
 }

@@ -43,8 +43,9 @@ std::optional<XAccel> parse_x_accel(std::string_view text, std::string& error) {
 }
 
 bool kept_on_x_accel(std::string_view name) {
-    for (std::string_view kept : {"Content-Type", "Content-Disposition", "Set-Cookie",
-                                  "Cache-Control", "Expires", "Accept-Ranges"})
+    using namespace std::string_view_literals; // lengths known when compiled, no strlen
+    for (std::string_view kept : {"Content-Type"sv, "Content-Disposition"sv, "Set-Cookie"sv,
+                                  "Cache-Control"sv, "Expires"sv, "Accept-Ranges"sv})
         if (ascii_iequals(name, kept)) return true;
     return false;
 }

@@ -3,6 +3,7 @@
 // dropped, values trimmed), the scratch buffer reused from one head to the
 // next, and which answers carry no body (RFC 9110 §6.4.1).
 #include "http/detail/http2_head.h"
+#include "http/exchange.h"
 
 #include <gtest/gtest.h>
 #include <string>
@@ -28,11 +29,13 @@ TEST(Http2Head, StatusFirstNamesLowercasedConnectionFieldsDropped) {
     head_to_fields(200,
                    "HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nConnection: keep-alive\r\n"
                    "Keep-Alive: timeout=5\r\nTransfer-Encoding: chunked\r\nX-Custom:  a b \t\r\n"
+                   "TE: trailers\r\nPROXY-CONNECTION: close\r\nUpgrade: h2c\r\nTEE: 1\r\n"
                    "Content-Length: 12\r\n\r\n",
                    text, fields);
     EXPECT_EQ(as_pairs(fields), (Fields{{":status", "200"},
                                         {"content-type", "text/html"},
                                         {"x-custom", "a b"},
+                                        {"tee", "1"},
                                         {"content-length", "12"}}));
 }
 
@@ -44,6 +47,18 @@ TEST(Http2Head, ScratchSpaceIsReusedWithoutStaleFields) {
     EXPECT_EQ(as_pairs(fields), (Fields{{":status", "404"}, {"server", "lepus"}}));
 }
 
+TEST(Http2Head, OnlyCarriageReturnLineFeedEndsALine) {
+    std::string text;
+    std::vector<nghttp2_nv> fields;
+    head_to_fields(200, "HTTP/1.1 200 OK\r\nX-A: 1\r2\r\nX-B: 3\r\n\r\n", text, fields);
+    EXPECT_EQ(as_pairs(fields), (Fields{{":status", "200"}, {"x-a", "1\r2"}, {"x-b", "3"}}));
+    // A head cut before its blank line: its last, unterminated line is not a field.
+    head_to_fields(200, "HTTP/1.1 200 OK\r\nX-A: 1\r\nX-B: 3", text, fields);
+    EXPECT_EQ(as_pairs(fields), (Fields{{":status", "200"}, {"x-a", "1"}}));
+    head_to_fields(200, "HTTP/1.1 200 OK", text, fields);
+    EXPECT_EQ(as_pairs(fields), (Fields{{":status", "200"}}));
+}
+
 TEST(Http2Head, LinesWithoutAColonAreSkipped) {
     std::string text;
     std::vector<nghttp2_nv> fields;
@@ -52,11 +67,12 @@ TEST(Http2Head, LinesWithoutAColonAreSkipped) {
     EXPECT_EQ(as_pairs(fields), (Fields{{":status", "502"}, {"vary", "Accept"}}));
 }
 
+// is_backend_own_field is exchange.h's, shared with the HTTP/1.1 engine.
 TEST(Http2Head, BackendConnectionFieldsAreLepusOwn) {
     for (const char* name : {"connection", "Content-Length", "DATE", "server", "Transfer-Encoding"})
-        EXPECT_TRUE(is_backend_own_field(name)) << name;
+        EXPECT_TRUE(lepus::is_backend_own_field(name)) << name;
     for (const char* name : {"Content-Type", "Set-Cookie", "Location", "Cache-Control"})
-        EXPECT_FALSE(is_backend_own_field(name)) << name;
+        EXPECT_FALSE(lepus::is_backend_own_field(name)) << name;
 }
 
 TEST(Http2Head, NoBodyForHeadInformational204And304) {

@@ -11,10 +11,6 @@
 
 namespace lepus::detail {
 
-// Fields lepus writes itself, or that describe the backend's connection
-// (the HTTP/1.1 engine drops the same when it relays a stream).
-bool is_backend_own_field(std::string_view name);
-
 // RFC 9110 §6.4.1: no content for HEAD, 1xx, 204 and 304.
 bool has_no_body(const Request& request, int status);
 
