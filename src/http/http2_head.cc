@@ -47,10 +47,12 @@ bool has_no_body(const Request& request, int status) {
     return request.is_head() || status < 200 || status == 204 || status == 304;
 }
 
-// One pass over the copy: a memchr per line for its end, the name lowercased
-// up to its colon as it is scanned. This runs once per HTTP/2 response; the
-// version with a find per line and a case-insensitive compare per connection
-// field was 2,800 instructions of a 612-byte response's 27,000 (callgrind).
+// One pass over the copy: per line a memchr for its end and one for its
+// colon, the name lowercased a word at a time, the connection fields told by
+// length first. This runs once per HTTP/2 response: under callgrind (h2 over
+// TLS, a 612-byte page) it was 2,770 instructions a response of about 26,900
+// when each line took two finds, each name a byte loop and each check against
+// the connection fields a strlen per listed name; it is 1,750 of 25,400 now.
 void head_to_fields(int status, std::string_view head, std::string& text,
                     std::vector<nghttp2_nv>& fields) {
     static char status_name[] = ":status";
