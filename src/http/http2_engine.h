@@ -130,7 +130,7 @@ private:
     std::map<int32_t, std::unique_ptr<Http2Stream>> streams_;
     std::string input_;  // bytes handed over by the HTTP/1.1 engine, fed first
     Http2Output output_; // frames produced, not yet written
-    // Scratch space for a response's header block (head_to_fields in the .cc).
+    // Scratch space for a response's header block (detail::head_to_fields, http2_head.cc).
     struct HeadFields;
     std::unique_ptr<HeadFields> head_fields_;
     uint64_t deadline_ = 0;
