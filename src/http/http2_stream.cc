@@ -4,17 +4,6 @@
 
 namespace lepus {
 
-namespace {
-
-std::optional<Method> method_of(std::string_view text) {
-    for (Method method : {Method::Get, Method::Head, Method::Post, Method::Options, Method::Put,
-                          Method::Delete, Method::Patch, Method::Trace, Method::Connect})
-        if (text == method_name(method)) return method;
-    return std::nullopt;
-}
-
-} // namespace
-
 std::optional<Method> Http2Stream::complete_request() {
     if (!cookie.empty()) fields.emplace_back(keep("cookie"), keep(cookie));
     // `text` is complete: views into it hold from here.
@@ -39,26 +28,8 @@ std::optional<Method> Http2Stream::complete_request() {
             if (std::from_chars(value.data(), value.data() + value.size(), length).ec ==
                 std::errc())
                 request.content_length = length;
-        } else if (n == "if-none-match") {
-            request.if_none_match = value;
-        } else if (n == "if-modified-since") {
-            request.if_modified_since = value;
-        } else if (n == "if-match") {
-            request.if_match = value;
-        } else if (n == "if-unmodified-since") {
-            request.if_unmodified_since = value;
-        } else if (n == "range") {
-            request.range = value;
-        } else if (n == "if-range") {
-            request.if_range = value;
-        } else if (n == "accept-encoding") {
-            request.accept_encoding = value;
-        } else if (n == "referer") {
-            request.referer = value;
-        } else if (n == "user-agent") {
-            request.user_agent = value;
-        } else if (n == "content-type") {
-            request.content_type = value;
+        } else if (auto member = request_field_member(n)) {
+            request.*member = value; // the same fields the HTTP/1.1 parser fills
         }
     }
     request.headers = headers;
@@ -68,7 +39,7 @@ std::optional<Method> Http2Stream::complete_request() {
         request.content_length.reset();
     else if (!request.content_length)
         request.chunked = true;
-    return method_of(method_text);
+    return method_from_name(method_text);
 }
 
 } // namespace lepus

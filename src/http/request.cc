@@ -26,4 +26,29 @@ std::string_view method_name(Method method) {
     return "GET"; // unreachable: every enumerator is listed above
 }
 
+std::optional<Method> method_from_name(std::string_view text) {
+    switch (text.size()) {
+    case 3:
+        if (text == "GET") return Method::Get;
+        if (text == "PUT") return Method::Put;
+        break;
+    case 4:
+        if (text == "HEAD") return Method::Head;
+        if (text == "POST") return Method::Post;
+        break;
+    case 5:
+        if (text == "PATCH") return Method::Patch;
+        if (text == "TRACE") return Method::Trace;
+        break;
+    case 6:
+        if (text == "DELETE") return Method::Delete;
+        break;
+    case 7:
+        if (text == "OPTIONS") return Method::Options;
+        if (text == "CONNECT") return Method::Connect;
+        break;
+    }
+    return std::nullopt;
+}
+
 } // namespace lepus

@@ -48,4 +48,12 @@ struct Request {
 // The method's name, e.g. "GET".
 std::string_view method_name(Method method);
 
+// The method `text` names (case-sensitive, RFC 9110 §9.1), if lepus implements it.
+std::optional<Method> method_from_name(std::string_view text);
+
+// The member that holds the header field `name` (any case) for the handlers,
+// If-None-Match to Content-Type above; nullptr for any other field. Defined in
+// request_head.cc, beside the HTTP/1.1 parser's table of the same fields.
+std::string_view Request::*request_field_member(std::string_view name);
+
 } // namespace lepus

@@ -88,31 +88,6 @@ Field classify_field(std::string_view name) {
     }
 }
 
-std::optional<Method> known_method(std::string_view text) {
-    switch (text.size()) {
-    case 3:
-        if (text == "GET") return Method::Get;
-        if (text == "PUT") return Method::Put;
-        break;
-    case 4:
-        if (text == "HEAD") return Method::Head;
-        if (text == "POST") return Method::Post;
-        break;
-    case 5:
-        if (text == "PATCH") return Method::Patch;
-        if (text == "TRACE") return Method::Trace;
-        break;
-    case 6:
-        if (text == "DELETE") return Method::Delete;
-        break;
-    case 7:
-        if (text == "OPTIONS") return Method::Options;
-        if (text == "CONNECT") return Method::Connect;
-        break;
-    }
-    return std::nullopt;
-}
-
 // Content-Length = 1*DIGIT (RFC 9110 §8.6). A list of identical values ("5, 5", sent
 // by some intermediaries) is accepted as that value; anything else is invalid. Values
 // above 2^63-1 are rejected so they always fit an off_t.
@@ -198,6 +173,13 @@ bool is_valid_path_or_query(std::string_view text) {
 
 } // namespace
 
+std::string_view Request::*request_field_member(std::string_view name) {
+    Field field = classify_field(name);
+    for (const ConvenienceField& f : kConvenienceFields)
+        if (f.field == field) return f.member;
+    return nullptr;
+}
+
 // field_index_ in request_parser.h has room for every remembered field.
 static_assert(static_cast<size_t>(Field::ContentLength) <= 16);
 
@@ -222,7 +204,7 @@ bool RequestParser::finish_request_line(const char* buf) {
     }
     version_minor_ = version[7] == '0' ? 0 : 1;
     std::optional<Method> method =
-        known_method(std::string_view(buf + line_start_, method_end_ - line_start_));
+        method_from_name(std::string_view(buf + line_start_, method_end_ - line_start_));
     if (!method) {
         fail(501, "unknown method");
         return false;
