@@ -24,6 +24,16 @@ BINARY = os.environ.get("LEPUS_BINARY", "")
 # *_uring variants of the HTTP and FastCGI tests); stop() then checks that the
 # server really ran on it and did not fall back to epoll.
 IO = os.environ.get("LEPUS_IO", "")
+# LEPUS_PROTOCOL=h2 or h2c runs the same tests over HTTP/2 (CTest registers
+# *_h2 and *_h2c variants of the tests in the protocol matrix, like the io_uring
+# twins): Lepus.fetch() then speaks that protocol through curl, and checks that
+# curl really did. "h1" (the default) is HTTP/1.1 in clear.
+PROTOCOL = os.environ.get("LEPUS_PROTOCOL", "h1")
+PROTOCOLS = ("h1", "h2", "h2c")
+if PROTOCOL not in PROTOCOLS:
+    raise SystemExit("LEPUS_PROTOCOL=%r: expected one of %s" % (PROTOCOL, ", ".join(PROTOCOLS)))
+CURL = shutil.which("curl")
+OPENSSL = shutil.which("openssl")
 SANITIZER_MARKERS = ("ERROR: AddressSanitizer", "runtime error:", "WARNING: ThreadSanitizer",
                      "ERROR: LeakSanitizer")
 
@@ -57,6 +67,36 @@ def remove_temp_dir(path):
     shutil.rmtree(path, ignore_errors=True)
 
 
+def free_port():
+    """A TCP port on 127.0.0.1 that was free a moment ago."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+_certificate = None
+
+
+def test_certificate():
+    """(cert, key): a self-signed P-256 certificate for localhost and 127.0.0.1,
+    made once per test process with openssl, in a directory removed at exit."""
+    global _certificate
+    if _certificate is None:
+        if not OPENSSL:
+            raise AssertionError("openssl is needed for the TLS tests (apt-get install openssl)")
+        directory = temp_dir(name="cert")
+        import atexit
+        atexit.register(remove_temp_dir, directory)
+        cert, key = os.path.join(directory, "cert.pem"), os.path.join(directory, "key.pem")
+        subprocess.run([OPENSSL, "req", "-x509", "-newkey", "ec", "-pkeyopt",
+                        "ec_paramgen_curve:prime256v1", "-nodes", "-keyout", key, "-out", cert,
+                        "-days", "2", "-subj", "/CN=localhost",
+                        "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1"],
+                       check=True, capture_output=True, timeout=60)
+        _certificate = (cert, key)
+    return _certificate
+
+
 def raise_fd_limit(wanted=65536):
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     try:
@@ -68,8 +108,18 @@ def raise_fd_limit(wanted=65536):
 class Lepus:
     """One running lepus process."""
 
-    def __init__(self, args=(), root=None, preexec=None, access_log=True, listen="127.0.0.1:0"):
+    def __init__(self, args=(), root=None, preexec=None, access_log=True, listen="127.0.0.1:0",
+                 protocol=None):
         require_binary()
+        # The protocol fetch() speaks: the matrix's (LEPUS_PROTOCOL) unless given.
+        # "h2" adds an https:// listener with a test certificate (tls_port).
+        self.protocol = protocol or PROTOCOL
+        self.tls_port = None
+        if self.protocol == "h2" and listen:
+            cert, key = test_certificate()
+            self.tls_port = free_port()
+            args = ["--listen", "https://127.0.0.1:%d" % self.tls_port, "--tls-cert", cert,
+                    "--tls-key", key] + list(args)
         self.tmp = temp_dir()
         self.root = root or os.path.join(self.tmp, "www")
         os.makedirs(self.root, exist_ok=True)
@@ -119,6 +169,65 @@ class Lepus:
         lines = ["%s %s HTTP/1.1" % (method, path), "Host: localhost", "Connection: close"]
         lines += list(headers)
         return self.request("\r\n".join(lines) + "\r\n\r\n")
+
+    def url(self, path):
+        """The URL of `path` on the listener of this server's protocol."""
+        if self.protocol == "h2":
+            return "https://127.0.0.1:%d%s" % (self.tls_port, path)
+        return "http://127.0.0.1:%d%s" % (self.port, path)
+
+    def fetch(self, path, headers=(), method="GET", body=None, timeout=20):
+        """One request with curl over this server's protocol (HTTP/1.1, HTTP/2
+        over TLS, or h2c with prior knowledge), on a new connection. `headers`
+        are "Name: value" lines ("Host: x" becomes :authority over HTTP/2).
+        Returns a Response whose .protocol is what curl spoke ("1.1" or "2"):
+        a request that did not go over the wanted protocol fails the test."""
+        if not CURL:
+            raise AssertionError("curl is needed for the protocol matrix (apt-get install curl)")
+        flags = {"h1": ["--http1.1"], "h2": ["--http2", "-k"],
+                 "h2c": ["--http2-prior-knowledge"]}[self.protocol]
+        with tempfile.TemporaryDirectory(prefix="lepus-fetch-") as scratch:
+            head_file = os.path.join(scratch, "head")
+            body_file = os.path.join(scratch, "body")
+            cmd = [CURL, "-s", "-S", "--max-time", str(timeout), "-X", method, "-D", head_file,
+                   "-o", body_file, "-w", "%{http_version}", "--path-as-is"] + flags
+            if method == "HEAD":
+                cmd[cmd.index("-X"):cmd.index("-X") + 2] = ["-I"]
+            for line in headers:
+                cmd += ["-H", line]
+            if body is not None:
+                with open(os.path.join(scratch, "request"), "wb") as f:
+                    f.write(body if isinstance(body, bytes) else body.encode())
+                cmd += ["--data-binary", "@" + os.path.join(scratch, "request")]
+            cmd.append(self.url(path))
+            done = subprocess.run(cmd, capture_output=True, timeout=timeout + 10)
+            if done.returncode != 0:
+                raise ConnectionError("curl %s: exit %d: %s" % (
+                    " ".join(cmd[1:]), done.returncode, done.stderr.decode(errors="replace")))
+            with open(head_file, "rb") as f:
+                raw_head = f.read()
+            body_bytes = b""
+            if method != "HEAD" and os.path.exists(body_file):  # -I writes the head there
+                with open(body_file, "rb") as f:
+                    body_bytes = f.read()
+        version = done.stdout.decode().strip()
+        wanted = "1.1" if self.protocol == "h1" else "2"
+        if version != wanted:
+            raise AssertionError("curl spoke HTTP/%s, not HTTP/%s (%s)" % (version, wanted,
+                                                                          self.protocol))
+        # The last head: a 100 Continue may come first.
+        head = raw_head.strip().split(b"\r\n\r\n")[-1].decode("latin-1")
+        lines = head.split("\r\n")
+        parts = lines[0].split(" ", 2) + [""]
+        headers_seen = {}
+        for line in lines[1:]:
+            name, _, value = line.partition(":")
+            headers_seen[name.strip().lower()] = value.strip()
+        response = Response(int(parts[1]), parts[2], headers_seen, body_bytes,
+                            head.encode("latin-1"))
+        response.protocol = version
+        response.header_lines = lines[1:]
+        return response
 
     # --- process -----------------------------------------------------------
     def stderr(self):
