@@ -1,6 +1,6 @@
 # cmake -DLIST=mime_types.list -DOUTPUT=mime_types_table.inc -P mime_types.cmake
 # Turns the committed MIME list into the initialiser of the built-in table
-# (STYLE.md #11: generated tables are generated). Fails the build on a malformed
+# (a generated table, as lwan's mimegen: never pasted by hand). Fails the build on a malformed
 # line, an upper-case extension or an extension listed twice, so the table can
 # never hold two answers for one extension.
 cmake_minimum_required(VERSION 3.25)

@@ -1,5 +1,5 @@
 // LoopClock: "now", read once per event-loop iteration (nginx's
-// ngx_time_update, STYLE.md #9) and shared by everything that runs in that
+// ngx_time_update; lwan does the same) and shared by everything that runs in that
 // iteration, so that hot code never asks the kernel for the time per request.
 // The reactor owns one; a unit test owns one and moves it by hand.
 #pragma once
