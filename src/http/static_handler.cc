@@ -225,7 +225,8 @@ StaticHandler::Probe StaticHandler::probe(std::string_view decoded_path, uint64_
     rel_.assign(decoded_path.size() == 1 ? std::string_view(".") : decoded_path.substr(1));
     UniqueFd fd = open_confined(root_.get(), rel_.c_str(), O_PATH, options_.symlinks);
     struct stat st;
-    if (!fd || fstat(fd.get(), &st) != 0) return Probe::Missing;
+    if (!fd || fstat(fd.get(), &st) != 0)
+        return lepus::status_for_errno(errno) == 404 ? Probe::Missing : Probe::Refused;
     if (S_ISDIR(st.st_mode)) return Probe::Directory;
     // "$uri" names a file: a trailing slash on a file is not that file.
     return S_ISREG(st.st_mode) && decoded_path.back() != '/' ? Probe::File : Probe::Missing;

@@ -55,10 +55,11 @@ public:
                 Response& out);
 
     // What a decoded path ("/a/b.css", "/a/") names under the root, for the
-    // router's try_files: the same confinement and dotfile rule as handle()
-    // (a file it would refuse counts as missing). A cached file costs no
-    // system call.
-    enum class Probe : uint8_t { Missing, File, Directory };
+    // router's try_files: the same confinement and dotfile rule as handle().
+    // Refused: handle() would answer 403 or 500 for it (a link --symlinks
+    // refuses, a folder it may not search), which try_files must not take
+    // for a missing file (issue 31). A cached file costs no system call.
+    enum class Probe : uint8_t { Missing, File, Directory, Refused };
     Probe probe(std::string_view decoded_path, uint64_t now_ms);
 
     // Open-file cache counters, for the status page.

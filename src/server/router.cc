@@ -5,6 +5,7 @@
 #include "http/compress_stream.h"
 #include "http/path.h"
 #include "log/access_log.h"
+#include "log/error_log.h"
 #include "server/auth_stream.h"
 #include "server/error_page.h"
 #include "server/status_handler.h"
@@ -180,7 +181,11 @@ void Router::continue_after_auth(Exchange& exchange, bool granted, std::string_v
     SiteHandlers& site = pick_site(exchange);
     if (granted) {
         exchange.remote_user.assign(user);
-        route_to_handler(exchange, site);
+        // A script's X-Accel target under auth (serve_x_accel), or the request.
+        if (!exchange.internal_redirect.empty())
+            serve_x_accel(exchange, site);
+        else
+            route_to_handler(exchange, site);
     } else {
         answer_unauthorized(exchange, site, rule);
     }
@@ -212,6 +217,9 @@ void Router::route_to_handler(Exchange& exchange, SiteHandlers& site) {
 // nginx's try_files: the candidates are checked on the decoded path, with the
 // files' confinement (StaticHandler::probe); the first that exists is served
 // as if it had been asked for, and the fallback takes every other request.
+// A candidate the files refuse (a link --symlinks refuses) is routed too, so
+// that it gets the 403 and the warn line it gets without try_files: falling
+// through to a front controller's 404 page would hide why (issue 31).
 bool Router::try_files(Exchange& exchange, SiteHandlers& site) {
     const Request& request = *exchange.request;
     // "OPTIONS *" and undecodable paths: the handlers' own answers (204, 400).
@@ -221,8 +229,9 @@ bool Router::try_files(Exchange& exchange, SiteHandlers& site) {
         TryFiles::expand_path(candidates[i], path_, candidate_);
         bool want_directory = candidate_.size() > 1 && candidate_.back() == '/';
         StaticHandler::Probe found = site.files->probe(candidate_, exchange.now_ms);
-        if (found !=
-            (want_directory ? StaticHandler::Probe::Directory : StaticHandler::Probe::File))
+        if (found != StaticHandler::Probe::Refused &&
+            found !=
+                (want_directory ? StaticHandler::Probe::Directory : StaticHandler::Probe::File))
             continue;
         // The request as it is; or a directory named without its slash, which
         // the files answer with their usual 301 to it (relative links work).
@@ -346,9 +355,12 @@ bool Router::run_error_script(Exchange& exchange, SiteHandlers& site, std::strin
 }
 
 // A script's X-Accel-Redirect (or X-Sendfile, turned into a URI under the
-// prefix by XAccelStream): the file is served as a GET of that URI, with the
-// client's conditional and range headers, from the internal folder or the
-// site's own files; the script's kept header lines replace the file's.
+// prefix by XAccelStream, which refused unsafe targets): the file is served
+// as a GET of that URI, with the client's conditional and range headers, from
+// the internal folder or the site's own files; the script's kept header lines
+// replace the file's. As nginx's internal redirect, the target's basic auth
+// applies; unlike it, a target the site's scripts would run is refused (502),
+// so that a script's answer never serves a script's source.
 void Router::serve_x_accel(Exchange& exchange, SiteHandlers& site) {
     std::string target = std::move(exchange.internal_redirect);
     exchange.internal_redirect.clear();
@@ -367,18 +379,38 @@ void Router::serve_x_accel(Exchange& exchange, SiteHandlers& site) {
     fetch.query = query;
     fetch.content_length.reset();
     fetch.chunked = false;
+    if (decode_path(uri, path_) != 0) return refuse_x_accel(exchange, site, target, "undecodable");
     StaticHandler* files = site.files.get();
     std::string inner; // the path below the internal folder, still encoded
-    if (site.x_accel && decode_path(uri, path_) == 0 && path_.starts_with(site.x_accel->prefix)) {
+    if (site.x_accel && path_.starts_with(site.x_accel->prefix)) {
         inner = "/";
         append_percent_encoded(std::string_view(path_).substr(site.x_accel->prefix.size()), inner);
         fetch.path = inner;
         files = site.x_accel_files.get();
+    } else if (site.scripts &&
+               site.scripts->route(fetch, exchange.now_ms) != fastcgi::RouteKind::Static) {
+        return refuse_x_accel(exchange, site, target, "a script of the site, not a file");
+    }
+    if (!authorize(exchange, site, path_)) {
+        // An AuthStream waits for the verifier: continue_after_auth serves the target.
+        if (exchange.stream) exchange.internal_redirect = std::move(target);
+        return;
     }
     files->handle(fetch, exchange.keep_alive, exchange.now_s, exchange.now_ms, exchange.response);
     Response& response = exchange.response;
     if (response.status >= 400) return apply_error_page(exchange, site, response.status);
     replace_header_lines(exchange.internal_redirect_headers, response.head);
+}
+
+void Router::refuse_x_accel(Exchange& exchange, SiteHandlers& site, std::string_view target,
+                            const char* why) {
+    const Request& request = *exchange.request;
+    log_error("the script for \"%.*s\" answered with the file \"%.*s\", which is refused (%s): "
+              "502",
+              int(request.target.size()), request.target.data(), int(target.size()), target.data(),
+              why);
+    build_error_response(502, reply_context(exchange), exchange.response);
+    apply_error_page(exchange, site, 502);
 }
 
 void Router::add_rule_headers(Exchange& exchange, SiteHandlers& site) {

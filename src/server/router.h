@@ -79,6 +79,9 @@ private:
     void add_rule_headers(Exchange& exchange, SiteHandlers& site);
     // Serves the file a script named (exchange.internal_redirect: server/x_accel.h).
     void serve_x_accel(Exchange& exchange, SiteHandlers& site);
+    // A 502 for a target serve_x_accel will not serve, with one error-log line.
+    void refuse_x_accel(Exchange& exchange, SiteHandlers& site, std::string_view target,
+                        const char* why);
 
     Worker& worker_;
     std::vector<Cidr> status_allow_;

@@ -56,7 +56,42 @@ std::string_view line_name(std::string_view line) {
     return line.substr(0, line.find(':'));
 }
 
+int hex_digit(char c) {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+}
+
 } // namespace
+
+const char* unsafe_x_accel_path(std::string_view path, bool percent_encoded) {
+    if (!path.starts_with('/')) return "not an absolute path";
+    // Segment by segment on the raw text, so that an escaped '/' cannot join
+    // two segments into one and "%2e%2e" is seen as "..".
+    size_t length = 0, dots = 0; // of the current segment, decoded
+    for (size_t i = 0; i <= path.size(); ++i) {
+        if (i == path.size() || path[i] == '/') {
+            if (length == 2 && dots == 2) return "a \"..\" segment";
+            length = dots = 0;
+            continue;
+        }
+        auto c = static_cast<unsigned char>(path[i]);
+        if (c == '%' && percent_encoded) {
+            int high = i + 2 < path.size() ? hex_digit(path[i + 1]) : -1;
+            int low = high >= 0 ? hex_digit(path[i + 2]) : -1;
+            if (low < 0) return "an invalid %-escape";
+            c = static_cast<unsigned char>(high * 16 + low);
+            i += 2;
+            if (c == '/') return "a %-escaped '/'";
+        }
+        if (c == '\\') return "a backslash";
+        if (c < 0x20 || c == 0x7f) return "a NUL or control byte";
+        ++length;
+        if (c == '.') ++dots;
+    }
+    return nullptr;
+}
 
 void replace_header_lines(std::string_view lines, std::string& head) {
     if (lines.empty() || !head.ends_with("\r\n\r\n")) return;
@@ -101,14 +136,21 @@ XAccelStream::Verdict XAccelStream::check(const StreamHead& head) {
     uri.clear();
     if (!redirect.empty()) {
         // A URI of this site (nginx also has "@name" locations; lepus has none).
-        if (!redirect.starts_with('/')) {
+        std::string_view path = redirect.substr(0, redirect.find('?'));
+        if (const char* why = unsafe_x_accel_path(path, true)) {
             log_error("the script for \"%.*s\" answered X-Accel-Redirect \"%.*s\", which is "
-                      "not a path: 502",
+                      "refused (%s): 502",
                       int(request.target.size()), request.target.data(), int(redirect.size()),
-                      redirect.data());
+                      redirect.data(), why);
             return Verdict::Refused;
         }
         uri.assign(redirect);
+    } else if (const char* why = unsafe_x_accel_path(sendfile, false)) {
+        log_error("the script for \"%.*s\" answered X-Sendfile \"%.*s\", which is refused "
+                  "(%s): 502",
+                  int(request.target.size()), request.target.data(), int(sendfile.size()),
+                  sendfile.data(), why);
+        return Verdict::Refused;
     } else if (!sendfile_uri(sendfile, uri)) {
         log_error("the script for \"%.*s\" answered X-Sendfile \"%.*s\", which is not beneath "
                   "the --x-accel folder %s: 502",
@@ -127,8 +169,8 @@ XAccelStream::Verdict XAccelStream::check(const StreamHead& head) {
 
 bool XAccelStream::sendfile_uri(std::string_view path, std::string& uri) const {
     const std::string& root = x_accel_->root;
-    // A text comparison: ".." and links are dealt with when the file is opened,
-    // beneath DIR (the URI is decoded and normalised, then opened confined).
+    // A text comparison: the path has no ".." (unsafe_x_accel_path), and links
+    // are dealt with when the file is opened, confined beneath DIR.
     if (path.size() <= root.size() + 1 || !path.starts_with(root) || path[root.size()] != '/')
         return false;
     uri = x_accel_->prefix;

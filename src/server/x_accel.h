@@ -14,6 +14,14 @@
 //                                      --x-accel, and only beneath DIR
 // A client asking for PREFIX/... itself gets 404 (nginx's `internal`).
 //
+// A target is checked before anything opens it (unsafe_x_accel_path): no
+// ".." segment, no %-escape that decodes to a separator, no NUL or control
+// byte, no backslash (nginx's "unsafe URI"); a refused target is a 502 with
+// one error-log line, as is a target outside the site's files or the
+// folder. The router then opens it beneath the folder (or the site's root)
+// as it opens a request's path, asks for the site's basic auth on it as for
+// a request, and never serves a path its scripts would run as a file.
+//
 // The file's response keeps the script's Content-Type, Content-Disposition,
 // Set-Cookie, Cache-Control, Expires and Accept-Ranges, the header fields
 // nginx carries over an X-Accel-Redirect; its status is the file's (200, 206,
@@ -39,6 +47,14 @@ struct XAccel {
 // DIR is not a folder.
 std::optional<XAccel> parse_x_accel(std::string_view text, std::string& error);
 
+// Why a script's target `path` (without its query) is refused, or nullptr
+// when it is safe: an X-Accel-Redirect URI (`percent_encoded`: its
+// %-escapes are decoded and checked too) or an X-Sendfile file name (a '%'
+// is just a byte). Stricter than decode_path, which resolves ".." and %2F for
+// a client's request: a script's answer has no reason to use them, and a
+// ".." there is how a folder is escaped (issue 32).
+const char* unsafe_x_accel_path(std::string_view path, bool percent_encoded);
+
 // Whether a script's header field is kept on the file's response.
 bool kept_on_x_accel(std::string_view header_name);
 
@@ -53,8 +69,8 @@ void replace_header_lines(std::string_view lines, std::string& head);
 // setting exchange.internal_redirect (the file's URI) and
 // exchange.internal_redirect_headers (the kept lines): the engine hands the
 // exchange back to the router's fail(), which serves the file. A target it
-// must refuse (X-Sendfile outside DIR, a relative URI) is a 502 with one line
-// in the error log.
+// must refuse (X-Sendfile outside DIR, a relative URI, an unsafe path) is a
+// 502 with one line in the error log.
 class XAccelStream final : public ResponseStream {
 public:
     // `x_accel` null: the site has no internal folder (X-Sendfile passes through).

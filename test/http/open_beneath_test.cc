@@ -78,5 +78,42 @@ TEST_F(OpenBeneathTest, WalkRefusesEverySymlinkAndDotDot) {
     EXPECT_EQ(open_with(ConfineMode::Walk, "../root/hello.txt"), EXDEV);
 }
 
+// --symlinks owner: the walk that reads each link through its own descriptor.
+TEST_F(OpenBeneathTest, OwnerFollowsLinksOfTheTargetsOwner) {
+    auto open_owner = [&](const char* path, int flags = O_RDONLY | O_NONBLOCK) {
+        errno = 0;
+        UniqueFd fd = open_confined(root_.get(), path, flags, SymlinkPolicy::Owner);
+        return fd ? 0 : errno;
+    };
+    // All of the fixture has one owner: links in and out are followed.
+    for (const char* path : {"hello.txt", "docs/index.html", ".", "docs/", "link_in",
+                             "link_dir/index.html", "link_dir/", "link_out", "link_up"})
+        EXPECT_EQ(open_owner(path), 0) << path;
+    EXPECT_EQ(open_owner("link_in", O_PATH), 0);
+    EXPECT_EQ(open_owner("missing"), ENOENT);
+    EXPECT_EQ(open_owner("hello.txt/x"), ENOTDIR);
+    EXPECT_EQ(open_owner("link_in/"), ENOTDIR);
+    // /proc links say nothing true about what they open: refused.
+    EXPECT_EQ(open_owner("magic/etc/passwd"), ELOOP);
+    std::string root = base_ + "/root";
+    symlink("loop", (root + "/loop").c_str());
+    EXPECT_EQ(open_owner("loop"), ELOOP);
+    // What is served is what was checked: the descriptor opened.
+    UniqueFd fd = open_confined(root_.get(), "link_dir/index.html", O_RDONLY, SymlinkPolicy::Owner);
+    char text[8] = {};
+    ASSERT_TRUE(fd);
+    EXPECT_EQ(read(fd.get(), text, sizeof text), 4);
+    EXPECT_STREQ(text, "docs");
+    if (geteuid() != 0) GTEST_SKIP() << "needs root to give a file another owner";
+    ASSERT_EQ(lchown((base_ + "/outside.txt").c_str(), 65534, 65534), 0);
+    EXPECT_EQ(open_owner("link_out"), ELOOP);
+    EXPECT_EQ(open_owner("link_up"), ELOOP);
+    ASSERT_EQ(lchown((root + "/link_out").c_str(), 65534, 65534), 0);
+    EXPECT_EQ(open_owner("link_out"), 0);
+    // A chain: each link must have its own target's owner.
+    symlink("link_out", (root + "/to_link_out").c_str()); // root's link to nobody's link
+    EXPECT_EQ(open_owner("to_link_out"), ELOOP);
+}
+
 } // namespace
 } // namespace lepus

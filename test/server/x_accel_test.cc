@@ -28,6 +28,30 @@ TEST(XAccel, RefusesWhatIsNotPrefixEqualsFolder) {
     }
 }
 
+TEST(XAccel, SafeTargets) {
+    for (const char* uri :
+         {"/protected/report.pdf", "/protected/a/b%20c.pdf", "/public.txt", "/protected/./x",
+          "/protected//x", "/a/.../b", "/a/..b/c", "/%2e/x", "/protected/%41.txt"})
+        EXPECT_EQ(unsafe_x_accel_path(uri, true), nullptr) << uri;
+    // X-Sendfile's file names: a '%' is a byte of the name.
+    EXPECT_EQ(unsafe_x_accel_path("/srv/files/100%2f.txt", false), nullptr);
+}
+
+TEST(XAccel, UnsafeTargets) {
+    // nginx's "unsafe URI": what could climb out of the folder, or mean another path.
+    for (const char* uri :
+         {"protected/x", "", "/protected/../info.php", "/protected/..", "/..",
+          "/protected/%2e%2e/x", "/protected/.%2E/x", "/protected/..%2finfo.php",
+          "/protected/a%2Fb", "/protected\\x", "/protected/%5cx", "/protected/%00.txt",
+          "/protected/%0d%0aX: y", "/protected/%", "/p/%4", "/p/%zz"})
+        EXPECT_NE(unsafe_x_accel_path(uri, true), nullptr) << uri;
+    using namespace std::string_view_literals;
+    EXPECT_NE(unsafe_x_accel_path("/protected/a\0b"sv, true), nullptr);
+    for (const char* path :
+         {"/srv/files/../etc/passwd", "/srv/files/..", "/srv/files/a\\..", "srv/files/x"})
+        EXPECT_NE(unsafe_x_accel_path(path, false), nullptr) << path;
+}
+
 TEST(XAccel, KeptHeaders) {
     EXPECT_TRUE(kept_on_x_accel("content-type"));
     EXPECT_TRUE(kept_on_x_accel("Content-Disposition"));
