@@ -16,6 +16,7 @@ void Http2Callbacks::install(nghttp2_session_callbacks* callbacks) {
     nghttp2_session_callbacks_set_on_frame_recv_callback(callbacks, on_frame_recv);
     nghttp2_session_callbacks_set_on_data_chunk_recv_callback(callbacks, on_data_chunk_recv);
     nghttp2_session_callbacks_set_on_stream_close_callback(callbacks, on_stream_close);
+    nghttp2_session_callbacks_set_on_frame_send_callback(callbacks, on_frame_send);
     nghttp2_session_callbacks_set_send_data_callback(callbacks, send_data);
 }
 
@@ -32,8 +33,9 @@ Http2Stream* Http2Callbacks::find(Http2Engine& self, int32_t id) {
 // no closed stream, and it ignores frames for streams it does not know;
 // the RFC wants errors: a HEADERS frame opening a stream below one already
 // used is a PROTOCOL_ERROR (§5.1.1), HEADERS or DATA on a stream the client
-// closed or reset is a STREAM_CLOSED one (§5.1). Frames that cross a
-// RST_STREAM of ours are ignored, as §5.4.2 allows.
+// closed or reset is a STREAM_CLOSED one (§5.1). Frames on a stream lepus
+// reset or refused are ignored, as §5.1 and §5.4.2 ask (the client may have
+// sent them before it saw the RST_STREAM): see ignores_frames_on.
 int Http2Callbacks::on_begin_frame(nghttp2_session* session, const nghttp2_frame_hd* hd,
                                    void* user_data) {
     Http2Engine& self = engine(user_data);
@@ -41,13 +43,12 @@ int Http2Callbacks::on_begin_frame(nghttp2_session* session, const nghttp2_frame
     if (id == 0 || id % 2 == 0 || (hd->type != NGHTTP2_HEADERS && hd->type != NGHTTP2_DATA))
         return 0;
     if (id > self.highest_stream_id_) {
-        if (hd->type == NGHTTP2_HEADERS) self.highest_stream_id_ = id;
+        if (hd->type == NGHTTP2_HEADERS) self.stream_id_used(id);
         return 0; // a new stream (DATA on an idle one is nghttp2's error)
     }
-    if (nghttp2_session_find_stream(session, id) || self.reset_by_us(id)) return 0;
+    if (nghttp2_session_find_stream(session, id) || self.ignores_frames_on(id)) return 0;
     bool lower_new_stream = hd->type == NGHTTP2_HEADERS && id < self.highest_stream_id_;
-    nghttp2_session_terminate_session(session, lower_new_stream ? NGHTTP2_PROTOCOL_ERROR
-                                                                : NGHTTP2_STREAM_CLOSED);
+    self.terminate(lower_new_stream ? NGHTTP2_PROTOCOL_ERROR : NGHTTP2_STREAM_CLOSED);
     return 0;
 }
 
@@ -56,6 +57,7 @@ int Http2Callbacks::on_begin_headers(nghttp2_session*, const nghttp2_frame* fram
     Http2Engine& self = engine(user_data);
     if (frame->hd.type != NGHTTP2_HEADERS || frame->headers.cat != NGHTTP2_HCAT_REQUEST) return 0;
     self.streams_.emplace(frame->hd.stream_id, std::make_unique<Http2Stream>(frame->hd.stream_id));
+    self.stream_opened(frame->hd.stream_id);
     if (self.gauges_) {
         self.gauges_->streams.fetch_add(1, std::memory_order_relaxed);
         self.gauges_->streams_total.fetch_add(1, std::memory_order_relaxed);
@@ -69,10 +71,16 @@ int Http2Callbacks::on_header(nghttp2_session*, const nghttp2_frame* frame,
                               void* user_data) {
     Http2Engine& self = engine(user_data);
     Http2Stream* stream = find(self, frame->hd.stream_id);
-    if (!stream || stream->started) return 0; // trailers: not used
+    if (!stream) return 0;
     // As SETTINGS_MAX_HEADER_LIST_SIZE counts (RFC 9113 §6.5.2): past the
-    // limit the fields are dropped and the request answered 431.
+    // limit the fields are dropped and the request answered 431. Far past it
+    // (decoded bytes, trailers included: a one-byte HPACK reference can stand
+    // for a 4 KB field) the stream is reset, so that nghttp2 stops checking
+    // fields and calling back for the rest of the block, which it only decodes.
     stream->header_bytes += name_length + value_length + 32;
+    if (stream->header_bytes > Http2Engine::kMaxHeaderListDecoded)
+        return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
+    if (stream->started) return 0; // trailers: not used
     if (stream->header_bytes > Http2Engine::kMaxHeaderList) stream->too_large = true;
     if (stream->too_large) return 0;
     std::string_view name(reinterpret_cast<const char*>(name_bytes), name_length);
@@ -100,6 +108,7 @@ int Http2Callbacks::on_header(nghttp2_session*, const nghttp2_frame* frame,
 
 int Http2Callbacks::on_frame_recv(nghttp2_session*, const nghttp2_frame* frame, void* user_data) {
     Http2Engine& self = engine(user_data);
+    if (frame->hd.type == NGHTTP2_RST_STREAM) self.count_reset();
     Http2Stream* stream = find(self, frame->hd.stream_id);
     if (!stream) return 0;
     bool end_stream = frame->hd.flags & NGHTTP2_FLAG_END_STREAM;
@@ -153,6 +162,16 @@ int Http2Callbacks::on_stream_close(nghttp2_session*, int32_t stream_id, uint32_
     if (it == self.streams_.end()) return 0;
     self.finish_stream(*it->second);
     self.streams_.erase(it);
+    return 0;
+}
+
+// Every RST_STREAM lepus sends, its own or nghttp2's (a refused stream, a
+// stream error such as a window overflow, §6.9.1): counted, and remembered.
+int Http2Callbacks::on_frame_send(nghttp2_session*, const nghttp2_frame* frame, void* user_data) {
+    if (frame->hd.type != NGHTTP2_RST_STREAM) return 0;
+    Http2Engine& self = engine(user_data);
+    self.reset_sent(frame->hd.stream_id);
+    self.count_reset();
     return 0;
 }
 
@@ -214,8 +233,7 @@ int Http2Callbacks::send_data(nghttp2_session*, nghttp2_frame*, const uint8_t* h
     if (error == 0) return 0;
     // The file shrank or broke under us: the stream cannot complete.
     report_internal_error("pread for an HTTP/2 response", stream.exchange.request->path, error);
-    // The frame never was: nghttp2 resets the stream.
-    self.recent_resets_[self.next_reset_++ % self.recent_resets_.size()] = stream.id;
+    // The frame never was: nghttp2 resets the stream (on_frame_send remembers it).
     return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
 }
 

@@ -80,7 +80,9 @@ Http2Engine::Next Http2Engine::drive() {
         return start_lingering(); // GOAWAY exchanged and every stream done
     if (draining_ && streams_.empty() && output_.empty()) return start_lingering();
     plan_deadline();
-    return readable_ ? Next::Yield : Next::Wait;
+    // Input left unread behind a queued GOAWAY waits: the socket's writability
+    // or the deadline drives the connection on.
+    return readable_ && !stop_reading_ ? Next::Yield : Next::Wait;
 }
 
 // An orderly close: our FIN first, then what the client still sends (a PING
@@ -110,7 +112,9 @@ bool Http2Engine::read_input() {
     }
     char buffer[16384];
     size_t total = 0;
-    while (readable_ && total < kMaxReadPerPass) {
+    // Once a GOAWAY that ends the connection is queued, it leaves before
+    // anything more is read (nghttp2 would ignore the rest).
+    while (readable_ && !stop_reading_ && total < kMaxReadPerPass) {
         ssize_t n = transport_.read(buffer, sizeof buffer);
         if (n == kIoAgain) {
             readable_ = false;
@@ -163,13 +167,13 @@ bool Http2Engine::feed(const char* data, size_t size) {
                 auto id = int32_t((uint32_t(h[5] & 0x7f) << 24) | uint32_t(h[6]) << 16 |
                                   uint32_t(h[7]) << 8 | h[8]);
                 if (h[3] == NGHTTP2_DATA && id % 2 == 1 && id <= highest_stream_id_ &&
-                    !nghttp2_session_find_stream(session_, id) && !reset_by_us(id))
-                    nghttp2_session_terminate_session(session_, NGHTTP2_STREAM_CLOSED);
+                    !nghttp2_session_find_stream(session_, id) && !ignores_frames_on(id))
+                    terminate(NGHTTP2_STREAM_CLOSED);
                 // PRIORITY frames are ignored under RFC 9218 (nghttp2 skips them
                 // whole), but RFC 9113 §6.3 still has two errors for them.
                 priority_stream_ = 0;
                 if (h[3] == NGHTTP2_PRIORITY && id == 0)
-                    nghttp2_session_terminate_session(session_, NGHTTP2_PROTOCOL_ERROR);
+                    terminate(NGHTTP2_PROTOCOL_ERROR);
                 else if (h[3] == NGHTTP2_PRIORITY && frame_left_ == priority_.size())
                     priority_stream_ = id, priority_have_ = 0;
             }
@@ -183,6 +187,7 @@ bool Http2Engine::feed(const char* data, size_t size) {
         }
         data += chunk;
         size -= chunk;
+        if (stop_reading_) break; // the rest is dropped: the GOAWAY goes first
     }
     return true;
 }
@@ -306,18 +311,71 @@ void Http2Engine::check_priority() {
         if (nghttp2_session_find_stream(session_, priority_stream_))
             reset_stream(priority_stream_, NGHTTP2_PROTOCOL_ERROR);
         else
-            nghttp2_session_terminate_session(session_, NGHTTP2_PROTOCOL_ERROR);
+            terminate(NGHTTP2_PROTOCOL_ERROR);
     }
     priority_stream_ = 0;
 }
 
 void Http2Engine::reset_stream(int32_t id, uint32_t error_code) {
-    recent_resets_[next_reset_++ % recent_resets_.size()] = id;
     nghttp2_submit_rst_stream(session_, NGHTTP2_FLAG_NONE, id, error_code);
 }
 
-bool Http2Engine::reset_by_us(int32_t id) const {
-    return std::find(recent_resets_.begin(), recent_resets_.end(), id) != recent_resets_.end();
+// The memory of closed client streams: one bit per id among the last
+// kRememberedStreams, set while frames on that stream are to be ignored.
+// A new id is set (refused, until nghttp2 opens it and on_begin_headers
+// says so), the ids it skips are cleared (idle, so closed: §5.1.1).
+void Http2Engine::stream_id_used(int32_t id) {
+    auto bit = [](int32_t at) { return size_t(at >> 1) % kRememberedStreams; };
+    int32_t from = highest_stream_id_ + 2;
+    if (highest_stream_id_ == 0 || (id - highest_stream_id_) / 2 >= int32_t(kRememberedStreams))
+        ignored_streams_.fill(0), from = id;
+    for (int32_t skipped = from; skipped < id; skipped += 2)
+        ignored_streams_[bit(skipped) / 64] &= ~(uint64_t{1} << bit(skipped) % 64);
+    ignored_streams_[bit(id) / 64] |= uint64_t{1} << bit(id) % 64;
+    highest_stream_id_ = id;
+    roll_reset_window();
+    ++streams_opened_;
+}
+
+void Http2Engine::stream_opened(int32_t id) {
+    size_t bit = size_t(id >> 1) % kRememberedStreams;
+    ignored_streams_[bit / 64] &= ~(uint64_t{1} << bit % 64);
+}
+
+void Http2Engine::reset_sent(int32_t id) {
+    if (id % 2 == 0 || id > highest_stream_id_) return;
+    size_t bit = size_t(id >> 1) % kRememberedStreams;
+    ignored_streams_[bit / 64] |= uint64_t{1} << bit % 64;
+}
+
+bool Http2Engine::ignores_frames_on(int32_t id) const {
+    // Older than the memory: whatever it was, a late frame is let go.
+    if ((highest_stream_id_ - id) / 2 >= int32_t(kRememberedStreams)) return true;
+    size_t bit = size_t(id >> 1) % kRememberedStreams;
+    return ignored_streams_[bit / 64] >> bit % 64 & 1;
+}
+
+void Http2Engine::roll_reset_window() {
+    if (context_.clock.now_ms - reset_window_ms_ < kResetWindowMs) return;
+    reset_window_ms_ = context_.clock.now_ms;
+    resets_ = 0;
+    streams_opened_ = 0;
+}
+
+void Http2Engine::count_reset() {
+    roll_reset_window();
+    ++resets_;
+    bool mostly_resets = resets_ > kResetsTolerated && uint64_t{resets_} * 2 > streams_opened_;
+    if (stop_reading_ || (!mostly_resets && resets_ <= kResetsMax)) return;
+    log_info("client %s: HTTP/2: %u streams reset of %u opened in %llu s: ENHANCE_YOUR_CALM",
+             info_.peer.to_string().c_str(), resets_, streams_opened_,
+             static_cast<unsigned long long>(kResetWindowMs / 1000));
+    terminate(NGHTTP2_ENHANCE_YOUR_CALM);
+}
+
+void Http2Engine::terminate(uint32_t error_code) {
+    nghttp2_session_terminate_session(session_, error_code);
+    stop_reading_ = true;
 }
 
 void Http2Engine::submit_response(Http2Stream& stream) {

@@ -24,12 +24,14 @@
 // nghttp2 schedules DATA once SETTINGS_NO_RFC7540_PRIORITIES is sent.
 //
 // Limits: SETTINGS_MAX_CONCURRENT_STREAMS 100, a bounded header list per
-// stream (431), nghttp2's guards against rapid reset (CVE-2023-44487) and
-// CONTINUATION floods (CVE-2024-27316), SETTINGS and PING floods (outbound
-// ACK queue bound). Timeouts: the preface and first request under the header
-// deadline, an idle connection under the keepalive timeout, stalled output
-// under the send timeout. A stopping server sends GOAWAY and lets the streams
-// in flight finish.
+// stream (431, and past twice the bound the stream is reset and the rest of
+// its block no longer checked), a bound on streams reset by either side or
+// refused (rapid reset CVE-2023-44487, MadeYouReset CVE-2025-8671: GOAWAY
+// ENHANCE_YOUR_CALM), nghttp2's guards against CONTINUATION floods
+// (CVE-2024-27316), SETTINGS and PING floods (outbound ACK queue bound). Timeouts: the preface and
+// first request under the header deadline, an idle connection under the keepalive timeout, stalled
+// output under the send timeout. A stopping server sends GOAWAY and lets the streams in flight
+// finish.
 #pragma once
 
 #include "http/http1_engine.h"
@@ -61,6 +63,28 @@ public:
     // The header list a stream may send (name + value + 32 per field, as
     // SETTINGS_MAX_HEADER_LIST_SIZE counts): beyond it, 431.
     static constexpr uint32_t kMaxHeaderList = 64 * 1024;
+    // Past this many bytes of one header list, decoded (HPACK lets a one-byte
+    // reference stand for a 4 KB field), the stream is reset and nghttp2 only
+    // keeps the HPACK table in step for the rest of the block: no more field
+    // checks, no more callbacks (answering 431 would mean checking it all).
+    static constexpr uint32_t kMaxHeaderListDecoded = 2 * kMaxHeaderList;
+    // Streams reset by either side or refused, per connection, in a window
+    // of kResetWindowMs (RFC 9113 §10.5: an endpoint may treat activity that
+    // makes it do work for nothing as ENHANCE_YOUR_CALM). Past
+    // kResetsTolerated resets when they are at least half of the streams
+    // opened in the window, or past kResetsMax whatever the ratio: GOAWAY
+    // ENHANCE_YOUR_CALM. A browser leaving a page cancels at most its 100
+    // concurrent streams; a rapid reset or MadeYouReset attack resets nearly
+    // every stream it opens, thousands a second. nghttp2 1.52 counts only the
+    // client's RST_STREAM (1000 at once, then 33 a second, by a GOAWAY that
+    // lets what was read run first); newer nghttp2 counts "glitches" too.
+    static constexpr uint64_t kResetWindowMs = 10'000;
+    static constexpr uint32_t kResetsTolerated = 200;
+    static constexpr uint32_t kResetsMax = 1000;
+    // Client streams (the last this many ids) whose closing lepus remembers:
+    // frames on one it reset or refused are ignored (§5.1, §6.4), frames on
+    // one closed otherwise are a STREAM_CLOSED error. Older ones: ignored.
+    static constexpr size_t kRememberedStreams = 1024;
     // Bytes read from the transport per pass before other connections run.
     static constexpr size_t kMaxReadPerPass = size_t{256} * 1024;
 
@@ -115,10 +139,24 @@ private:
     void offer_body(Http2Stream& stream);
     void finish_stream(Http2Stream& stream);
     void plan_deadline();
-    // RST_STREAM from us; the id is remembered so that frames the client sent
-    // before it saw the reset are ignored, not a connection error.
+    // RST_STREAM from us (on_frame_send remembers the id).
     void reset_stream(int32_t id, uint32_t error_code);
-    bool reset_by_us(int32_t id) const;
+    // A client's HEADERS with a new stream id: the ids skipped are closed
+    // (§5.1.1); the new one counts as refused until nghttp2 opens it.
+    void stream_id_used(int32_t id);
+    void stream_opened(int32_t id);
+    // A RST_STREAM of ours left (a reset or a refusal): frames that cross it
+    // are ignored.
+    void reset_sent(int32_t id);
+    // Whether frames on client stream `id`, closed, are ignored (see
+    // kRememberedStreams) rather than a connection error.
+    bool ignores_frames_on(int32_t id) const;
+    // A stream reset, by either side: past the limits, GOAWAY ENHANCE_YOUR_CALM.
+    void count_reset();
+    void roll_reset_window();
+    // GOAWAY with `error_code`; nothing more is read: the GOAWAY leaves before
+    // more input is fed (nghttp2 would ignore it anyway).
+    void terminate(uint32_t error_code);
     void check_priority();
 
     const Http1Context& context_;
@@ -138,8 +176,12 @@ private:
     uint64_t last_write_ms_ = 0; // bytes last left for the client
     uint64_t requests_ = 0;
     int32_t highest_stream_id_ = 0; // of the client's HEADERS so far
-    std::array<int32_t, 8> recent_resets_{};
-    size_t next_reset_ = 0;
+    // Bit (id >> 1) % kRememberedStreams: frames on that closed stream are ignored.
+    std::array<uint64_t, kRememberedStreams / 64> ignored_streams_{};
+    uint64_t reset_window_ms_ = 0; // when the current window began
+    uint32_t resets_ = 0;          // streams reset in the window
+    uint32_t streams_opened_ = 0;  // new stream ids in the window
+    bool stop_reading_ = false;    // a GOAWAY that ends the connection is queued
     // Where feed() is in the client's byte stream.
     size_t preface_left_ = 24; // "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
     uint64_t frame_left_ = 0;  // payload bytes of the current frame
