@@ -53,6 +53,7 @@ void CompressingStream::decide(const StreamHead& inner) {
     bool worth_it = coding_ != Coding::Identity &&
                     !(inner.content_length && *inner.content_length < kMinCompressLength);
     headers_.clear();
+    headers_.reserve(inner.headers.size() + 2); // one allocation: Vary, Content-Encoding
     for (const Header& header : inner.headers) {
         if (worth_it && ascii_iequals(header.name, "ETag") && !header.value.starts_with("W/")) {
             weak_etag_ = "W/" + std::string(header.value);
