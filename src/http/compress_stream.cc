@@ -3,6 +3,20 @@
 #include "base/ascii.h"
 
 namespace lepus {
+namespace {
+
+// Whether a comma-separated field value (Vary, Cache-Control) lists `token`.
+bool lists_token(std::string_view value, std::string_view token) {
+    while (!value.empty()) {
+        size_t comma = value.find(',');
+        if (ascii_iequals(trim_ows(value.substr(0, comma)), token)) return true;
+        if (comma == std::string_view::npos) break;
+        value.remove_prefix(comma + 1);
+    }
+    return false;
+}
+
+} // namespace
 
 Coding stream_coding(const Request& request) {
     if (request.is_head()) return Coding::Identity; // no body: no coder run for nothing
@@ -16,17 +30,30 @@ void CompressingStream::decide(const StreamHead& inner) {
     decided_ = true;
     head_ = inner;
     std::string_view content_type;
-    bool encoded = false;
+    // Left as they are: an encoded body; a part (its Content-Range counts the
+    // identity bytes, as static files never compress a range); a response
+    // whose sender forbids it (RFC 9111 §5.2.2.6: an intermediary MUST NOT
+    // transform content under no-transform).
+    bool untouchable = inner.status == 206;
+    bool varies = false; // Vary already names Accept-Encoding (or is "*")
     for (const Header& header : inner.headers) {
         if (ascii_iequals(header.name, "Content-Type")) content_type = header.value;
-        if (ascii_iequals(header.name, "Content-Encoding")) encoded = true;
+        if (ascii_iequals(header.name, "Content-Encoding") ||
+            ascii_iequals(header.name, "Content-Range") ||
+            (ascii_iequals(header.name, "Cache-Control") &&
+             lists_token(header.value, "no-transform")))
+            untouchable = true;
+        if (ascii_iequals(header.name, "Vary"))
+            varies = varies || lists_token(header.value, "Accept-Encoding") ||
+                     lists_token(header.value, "*");
     }
     bool no_body = inner.status < 200 || inner.status == 204 || inner.status == 304;
-    bool compressible = !no_body && !encoded && is_compressible_type(content_type);
+    bool compressible = !no_body && !untouchable && is_compressible_type(content_type);
     if (!compressible) return; // untouched: head_ is the inner head
     bool worth_it = coding_ != Coding::Identity &&
                     !(inner.content_length && *inner.content_length < kMinCompressLength);
     headers_.clear();
+    headers_.reserve(inner.headers.size() + 2); // one allocation: Vary, Content-Encoding
     for (const Header& header : inner.headers) {
         if (worth_it && ascii_iequals(header.name, "ETag") && !header.value.starts_with("W/")) {
             weak_etag_ = "W/" + std::string(header.value);
@@ -35,7 +62,7 @@ void CompressingStream::decide(const StreamHead& inner) {
         }
         headers_.push_back(header);
     }
-    headers_.push_back({"Vary", "Accept-Encoding"});
+    if (!varies) headers_.push_back({"Vary", "Accept-Encoding"});
     if (worth_it) {
         compressor_ = Compressor::make(coding_);
         headers_.push_back({"Content-Encoding", coding_name(coding_)});

@@ -1,12 +1,14 @@
 // CompressingStream: a ResponseStream around another (a PHP page from
-// FastCGI, later an HTTP backend) that compresses its body as it streams, in
+// FastCGI, an HTTP backend's answer) that compresses its body as it streams, in
 // the coding negotiated for the request. Engine-independent: it sits between
 // the router's stream and whichever protocol engine drives it.
 //
 // Once the inner head is known it decides: a response that already has a
-// Content-Encoding, has no body (204, 304, 1xx), is not of a compressible type
-// or is known to be shorter than kMinCompressLength passes through untouched
-// (with Vary: Accept-Encoding when its type is compressible). Otherwise the
+// Content-Encoding, is a part (206, Content-Range), says Cache-Control:
+// no-transform, has no body (204, 304, 1xx), is not of a compressible type or
+// is known to be shorter than kMinCompressLength passes through untouched
+// (with Vary: Accept-Encoding when its type is compressible and it has no such
+// Vary already). Otherwise the
 // body is compressed with a flush each time the inner stream has nothing more
 // buffered, so a page that prints slowly shows each burst as it comes, and
 // Content-Length is dropped (the engine then frames the body itself); a strong

@@ -89,6 +89,12 @@ void append_request_head(const Request& request, const ConnectionInfo& connectio
         if (ascii_iequals(header.name, "Connection")) split_tokens(header.value, named);
     std::string forwarded_for, forwarded;
     for (const Header& header : request.headers) {
+        // Names with '_' are dropped, silently, as nginx (underscores_in_headers
+        // off, its line logged at info only) and the FastCGI side do: backends
+        // that read '_' as '-' (CGI-style stacks, Puma before 6.4.3,
+        // CVE-2024-45614) would take "X_Forwarded_Proto" for the field lepus
+        // sets, and "Content_Length" for the framing.
+        if (header.name.find('_') != std::string_view::npos) continue;
         if (ascii_iequals(header.name, "X-Forwarded-For")) {
             forwarded_for.append(header.value).append(", ");
             continue;

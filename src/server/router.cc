@@ -2,12 +2,12 @@
 
 #include "base/ascii.h"
 #include "fastcgi/fastcgi_exchange.h"
-#include "http/compress_stream.h"
 #include "http/path.h"
 #include "log/access_log.h"
 #include "log/error_log.h"
 #include "server/auth_stream.h"
 #include "server/error_page.h"
+#include "server/response_filters.h"
 #include "server/status_handler.h"
 #include "server/worker.h"
 #include "server/x_accel.h"
@@ -299,14 +299,8 @@ void Router::route_request(Exchange& exchange, SiteHandlers& site, const Request
             }
             exchange.stream = std::make_unique<fastcgi::FastCgiExchange>(
                 static_cast<ServingSet*>(exchange.hold.get())->pool_of(site), exchange, target);
-            // X-Accel-Redirect / X-Sendfile: the files answer instead (fail() below).
-            exchange.stream = std::make_unique<XAccelStream>(
-                std::move(exchange.stream), exchange, site.x_accel ? &*site.x_accel : nullptr);
-            // PHP output compressed as it streams (gzip, br or zstd as accepted).
-            if (site.compress)
-                exchange.stream = std::make_unique<CompressingStream>(std::move(exchange.stream),
-                                                                      stream_coding(request));
-            return;
+            // X-Accel-Redirect / X-Sendfile (the files answer instead: fail()), compression.
+            return wrap_response_stream(exchange, site, StreamOrigin::Script);
         }
         }
     }
@@ -351,6 +345,7 @@ bool Router::run_error_script(Exchange& exchange, SiteHandlers& site, std::strin
     exchange.stream_status = status;
     exchange.stream = std::make_unique<fastcgi::FastCgiExchange>(
         static_cast<ServingSet*>(exchange.hold.get())->pool_of(site), exchange, target);
+    wrap_response_stream(exchange, site, StreamOrigin::ErrorScript);
     return true;
 }
 

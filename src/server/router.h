@@ -8,11 +8,14 @@
 //   - error pages, as an internal redirect through the router (nginx's
 //     error_page): a page that names a script runs it, with the original status;
 //   - basic auth (server/basic_auth.h), after the redirects and before the
-//     handler, on the client's path and on a path try_files re-routes to.
+//     handler, on the client's path and on a path try_files re-routes to;
+//   - the response filters (server/response_filters.h: X-Accel-Redirect,
+//     compression) around every stream a handler returns.
 // It writes the access log line when an exchange ends.
 //
 // To add a response header rule kind: site_table.cc (append_rule_headers).
-// To add a handler: route_to_handler() below.
+// To add a handler: route_to_handler() below; pass its stream to
+// wrap_response_stream().
 #pragma once
 
 #include "http/exchange.h"

@@ -2,6 +2,7 @@
 // answers (nginx's `location /api/ { proxy_pass ...; }`, or `try_files $uri
 // @app` with `location @app { proxy_pass ...; }` for a site without paths).
 #include "http/path.h"
+#include "server/response_filters.h"
 #include "server/router.h"
 #include "server/serving_set.h"
 
@@ -24,6 +25,8 @@ bool Router::route_to_proxy(Exchange& exchange, SiteHandlers& site) {
     auto& set = *static_cast<ServingSet*>(exchange.hold.get());
     exchange.stream = std::make_unique<proxy::ProxyExchange>(set.proxy_of(site), exchange,
                                                              proxy::ProxyTarget{route.host});
+    // The same response filters as a script's: X-Accel-Redirect, compression.
+    wrap_response_stream(exchange, site, StreamOrigin::Proxy);
     return true;
 }
 

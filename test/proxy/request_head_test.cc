@@ -106,6 +106,28 @@ TEST(RequestHead, UpgradePassedOnOnlyWhenAsked) {
     EXPECT_EQ(out.find("Upgrade"), std::string::npos) << out;
 }
 
+// Issue 32: a backend that reads '_' as '-' must not get a client's copy of
+// the fields lepus sets (CVE-2024-45614) or of the framing.
+TEST(RequestHead, NamesWithUnderscoresAreDropped) {
+    Header headers[] = {{"X_Forwarded_Proto", "https"},  {"X_Forwarded_Host", "evil.test"},
+                        {"Content_Length", "0"},         {"Transfer_Encoding", "chunked"},
+                        {"x_forwarded_for", "10.0.0.1"}, {"X-Kept", "yes"}};
+    Request request;
+    request.method_text = "GET";
+    request.target = "/";
+    request.path = "/";
+    request.host = "example.com";
+    request.headers = headers;
+    ConnectionInfo connection(v4("192.0.2.9"), -1);
+    std::string out;
+    append_request_head(request, connection, "h", out);
+    EXPECT_EQ(out.find('_'), std::string::npos) << out;
+    EXPECT_EQ(out.find("evil.test"), std::string::npos) << out;
+    EXPECT_EQ(out.find("10.0.0.1"), std::string::npos) << out;
+    EXPECT_NE(out.find("\r\nX-Kept: yes\r\n"), std::string::npos) << out;
+    EXPECT_NE(out.find("\r\nX-Forwarded-Proto: http\r\n"), std::string::npos) << out;
+}
+
 TEST(BackendUrl, Forms) {
     EXPECT_TRUE(parse_backend_url("http://127.0.0.1:3000"));
     EXPECT_TRUE(parse_backend_url("http://127.0.0.1:3000/"));
