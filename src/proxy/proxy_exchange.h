@@ -92,8 +92,8 @@ private:
 std::string_view requested_upgrade(const Request& request);
 
 // Appends the request head lepus sends to the backend for `request` (exposed
-// for the unit tests).
+// for the unit tests); `client` is the exchange's (Exchange::client).
 void append_request_head(const Request& request, const ConnectionInfo& connection,
-                         std::string_view host, std::string& out);
+                         const SocketAddress& client, std::string_view host, std::string& out);
 
 } // namespace lepus::proxy
