@@ -26,8 +26,11 @@ bool maps_cleanly(std::string_view name) {
 bool skipped_header(std::string_view name) {
     // httpoxy (CVE-2016-5385): HTTP_PROXY would be taken for the proxy variable.
     // RFC 3875 §4.1.18: headers already given as CONTENT_TYPE/CONTENT_LENGTH may go.
+    // HTTP_HOST is request.host, given apart (the host the request was routed
+    // by, whether it came as Host, an absolute-form target or :authority).
     return ascii_iequals(name, "proxy") || ascii_iequals(name, "content-type") ||
-           ascii_iequals(name, "content-length") || !maps_cleanly(name);
+           ascii_iequals(name, "content-length") || ascii_iequals(name, "host") ||
+           !maps_cleanly(name);
 }
 
 // A host address as text into `buffer` (empty for an unset address). IPv4 by
@@ -142,7 +145,7 @@ void append_cgi_params(ParamsWriter& writer, const CgiContext& context) {
     }
     add_joined(writer, "DOCUMENT_URI", context.script_name, context.path_info);
     writer.add("DOCUMENT_ROOT", context.document_root);
-    writer.add("SERVER_PROTOCOL", request.version_minor == 0 ? "HTTP/1.0" : "HTTP/1.1");
+    writer.add("SERVER_PROTOCOL", protocol_name(request)); // "HTTP/2.0" as nginx
     writer.add("REQUEST_SCHEME", context.https ? "https" : "http");
     if (context.https) {
         writer.add("HTTPS", "on");
@@ -170,6 +173,7 @@ void append_cgi_params(ParamsWriter& writer, const CgiContext& context) {
         writer.add("PATH_INFO", context.path_info);
         add_joined(writer, "PATH_TRANSLATED", context.document_root, context.path_info);
     }
+    if (!request.host.empty()) writer.add("HTTP_HOST", request.host);
     append_headers(writer, request.headers);
 }
 

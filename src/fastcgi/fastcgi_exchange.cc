@@ -125,7 +125,7 @@ void FastCgiExchange::send_request(UpstreamConnection& upstream) {
                        .script_name = script_name_,
                        .path_info = path_info_,
                        .script_filename = script_filename_,
-                       .remote = connection.peer,
+                       .remote = exchange_.client,
                        .local = connection.local(),
                        .server_name = server_name_,
                        .content_length = length,

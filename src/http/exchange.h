@@ -38,8 +38,9 @@ namespace lepus {
 struct ConnectionInfo {
     ConnectionInfo(const SocketAddress& peer, int fd) : peer(peer), socket_peer(peer), fd(fd) {}
 
-    // The client, as the access log, REMOTE_ADDR and --status-allow see it: the
-    // socket's peer, or the address a trusted proxy gave (--real-ip-from).
+    // The connection's client: the socket's peer, or the source a trusted
+    // proxy gave in the PROXY protocol header. Set before the first request,
+    // never changed after; what a request's handlers see is Exchange::client.
     SocketAddress peer;
     // Who the connection really comes from (the proxy, when there is one).
     SocketAddress socket_peer;
@@ -132,6 +133,12 @@ struct Exchange {
     // then sees the exchange). Valid until finish().
     const Request* request = nullptr;
     ConnectionInfo* connection = nullptr;
+    // The client as the access log, REMOTE_ADDR, X-Forwarded-For to a backend
+    // and --status-allow see it: the engine sets connection->peer, the router
+    // the address a trusted proxy gave in X-Forwarded-For (--real-ip-from).
+    // The exchange's own: HTTP/2 streams of one proxy connection may each
+    // carry another client.
+    SocketAddress client;
     ExchangeListener* listener = nullptr;
     std::string_view protocol; // "HTTP/1.1", for the access log
     // With request == null: the start of the refused request's first line (at

@@ -23,10 +23,6 @@ size_t max_input(const ParserLimits& limits) {
     return 2 * limits.max_request_line + limits.max_header_block + 4096;
 }
 
-std::string_view protocol_name(const Request& request) {
-    return request.version_minor == 0 ? "HTTP/1.0" : "HTTP/1.1";
-}
-
 } // namespace
 
 std::unique_ptr<Http1RequestState> Http1StatePool::acquire() {
@@ -324,6 +320,7 @@ Http1Engine::Step Http1Engine::on_head_parsed() {
     Exchange& exchange = s.exchange;
     exchange.request = &request;
     exchange.connection = &info_;
+    exchange.client = info_.peer; // the router applies --real-ip-from
     exchange.listener = &listener_;
     exchange.protocol = protocol_name(request);
     exchange.now_s = context_.clock.now_s;
@@ -373,6 +370,7 @@ Http1Engine::Step Http1Engine::respond_error(int status) {
     Exchange& exchange = s.exchange;
     exchange.request = nullptr;
     exchange.connection = &info_;
+    exchange.client = info_.peer;
     exchange.protocol = {};
     // The first line as received, for the access log ("PRI * HTTP/2.0" 400, as nginx).
     std::string_view unparsed(s.input.data() + s.input_begin, s.input_end - s.input_begin);

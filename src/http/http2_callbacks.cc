@@ -91,6 +91,7 @@ int Http2Callbacks::on_header(nghttp2_session*, const nghttp2_frame* frame,
         stream->path = stream->keep(value);
     } else if (name == ":authority") {
         stream->authority = stream->keep(value);
+        stream->has_authority = true;
     } else if (name == ":scheme") {
         // https or http: the connection says which.
     } else if (name == "cookie") {
@@ -100,7 +101,7 @@ int Http2Callbacks::on_header(nghttp2_session*, const nghttp2_frame* frame,
     } else {
         if (stream->fields.empty()) stream->fields.reserve(16);
         auto field = std::pair{stream->keep(name), stream->keep(value)};
-        if (name == "host" && stream->authority.size == 0) stream->authority = field.second;
+        if (name == "host" && stream->host_fields++ == 0) stream->host_field = field.second;
         stream->fields.push_back(field);
     }
     return 0;

@@ -239,18 +239,18 @@ void Http2Engine::start_exchange(Http2Stream& stream) {
     stream.started = true;
     ++requests_;
     Request& request = stream.request;
-    std::optional<Method> method = stream.complete_request();
+    int refused = stream.complete_request();
     Exchange& exchange = stream.exchange;
     exchange.request = &request;
     exchange.connection = &info_;
     exchange.listener = &listener_;
-    exchange.protocol = "HTTP/2.0";
+    exchange.client = info_.peer; // the router applies --real-ip-from
+    exchange.protocol = protocol_name(request);
     exchange.now_s = context_.clock.now_s;
     exchange.now_ms = context_.clock.now_ms;
     exchange.keep_alive = true;
     if (stream.too_large) return fail_exchange(stream, 431);
-    if (!method) return fail_exchange(stream, 501);
-    request.method = *method;
+    if (refused) return fail_exchange(stream, refused);
     if (request.content_length && *request.content_length > context_.options.max_body_size)
         return fail_exchange(stream, 413);
     context_.handler.start(exchange);

@@ -1,10 +1,31 @@
 #include "http/detail/http2_stream.h"
 
+#include "base/ascii.h"
+
 #include <charconv>
 
 namespace lepus {
 
-std::optional<Method> Http2Stream::complete_request() {
+namespace {
+
+// RFC 9113 §8.3.1: the host is :authority, else the host field; both there
+// and different, the request is malformed, as it is with two host fields
+// (RFC 9112 §3.2; nghttp2 resets such a stream first, this is the backstop). Then the value passes
+// the HTTP/1.1 Host check (no userinfo, RFC 9110 §4.2.4): a handler cannot tell which engine it
+// came by. Host names compare case-insensitively (RFC 3986 §3.2.2).
+bool choose_host(std::string_view authority, bool has_authority, std::string_view host_field,
+                 int host_fields, std::string_view& host) {
+    if (host_fields > 1) return false;
+    if (has_authority && host_fields == 1 && !ascii_iequals(authority, host_field)) return false;
+    std::string_view chosen = has_authority ? authority : host_field;
+    if (!chosen.empty() && !is_valid_authority(chosen, false)) return false;
+    host = chosen; // refused, the request has none: the default site answers
+    return true;
+}
+
+} // namespace
+
+int Http2Stream::complete_request() {
     if (!cookie.empty()) fields.emplace_back(keep("cookie"), keep(cookie));
     // `text` is complete: views into it hold from here.
     std::string_view method_text = view(method);
@@ -14,8 +35,10 @@ std::optional<Method> Http2Stream::complete_request() {
     size_t mark = target.find('?');
     request.path = target.substr(0, mark);
     request.query = mark == std::string_view::npos ? std::string_view() : target.substr(mark + 1);
-    request.version_minor = 1; // HTTP/1.1 semantics for the handlers
-    request.host = view(authority);
+    request.version_major = 2;
+    request.version_minor = 1; // see Request::version_minor
+    bool host_ok =
+        choose_host(view(authority), has_authority, view(host_field), host_fields, request.host);
     request.keep_alive = true;
     headers.clear();
     headers.reserve(fields.size());
@@ -39,7 +62,11 @@ std::optional<Method> Http2Stream::complete_request() {
         request.content_length.reset();
     else if (!request.content_length)
         request.chunked = true;
-    return method_from_name(method_text);
+    if (!host_ok) return 400;
+    std::optional<Method> known = method_from_name(method_text);
+    if (!known) return 501;
+    request.method = *known;
+    return 0;
 }
 
 } // namespace lepus

@@ -2,6 +2,11 @@
 
 namespace lepus {
 
+std::string_view protocol_name(const Request& request) {
+    if (request.version_major >= 2) return "HTTP/2.0";
+    return request.version_minor == 0 ? "HTTP/1.0" : "HTTP/1.1";
+}
+
 std::string_view method_name(Method method) {
     switch (method) {
     case Method::Get:

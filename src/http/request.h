@@ -1,6 +1,10 @@
-// Request: one parsed HTTP/1.x request head, as views into the connection's
-// input buffer. Produced by RequestParser (request_parser.h); valid until the
-// connection discards the bytes of this request.
+// Request: one request head, as views into the bytes of the protocol engine
+// that received it: the HTTP/1.x parser (RequestParser, request_parser.h;
+// valid until the connection discards the bytes of this request) or an
+// HTTP/2 stream (valid until the stream ends). Both engines fill it the same
+// way, so a handler never needs to know which one is below: the host is
+// `host`, whatever field or pseudo-header carried it, and the version is
+// explicit.
 #pragma once
 
 #include <cstdint>
@@ -23,9 +27,18 @@ struct Request {
     std::string_view target;      // the request-target as sent
     std::string_view path;        // still percent-encoded; "*" for OPTIONS *
     std::string_view query;       // after '?', without it; empty when absent
-    int version_minor = 1;        // HTTP/1.0 -> 0, HTTP/1.1 -> 1
+    // HTTP/1.0 -> 1 and 0, HTTP/1.1 -> 1 and 1, HTTP/2 -> 2 and 1. The minor
+    // is 1 over HTTP/2 so that the rules HTTP/1.0 alone lacks (persistent
+    // connections without a keep-alive header, a Host) hold for it as for
+    // HTTP/1.1 where the handlers test version_minor; what names the protocol
+    // (SERVER_PROTOCOL, the access log) uses protocol_name(), never the numbers.
+    int version_major = 1;
+    int version_minor = 1;
 
-    // From the absolute-form target when present, else the Host header.
+    // The one host of the request, checked as the HTTP/1.1 Host field is
+    // (is_valid_authority): from the absolute-form target when present, else
+    // the Host header; over HTTP/2 :authority, else the host field (RFC 9113
+    // §8.3.1). FastCGI's HTTP_HOST and the proxy's Host are this field.
     std::string_view host;
     std::span<const Header> headers; // every header line, in order
 
@@ -44,6 +57,15 @@ struct Request {
     bool has_body() const { return chunked || (content_length && *content_length > 0); }
     bool is_head() const { return method == Method::Head; }
 };
+
+// "HTTP/1.0", "HTTP/1.1" or "HTTP/2.0" (as nginx names HTTP/2 to FastCGI
+// and in the access log).
+std::string_view protocol_name(const Request& request);
+
+// RFC 9110 §4.2.4, RFC 3986 §3.2.2: authority = host [ ":" port ], without
+// userinfo; the port required when require_port (CONNECT). The check of the
+// HTTP/1.1 Host field and of HTTP/2's :authority. Defined in request_head.cc.
+bool is_valid_authority(std::string_view authority, bool require_port);
 
 // The method's name, e.g. "GET".
 std::string_view method_name(Method method);

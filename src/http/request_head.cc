@@ -117,9 +117,25 @@ bool parse_content_length(std::string_view value, uint64_t& out) {
     }
 }
 
-// authority = host [ ":" port ] without userinfo (RFC 9110 §4.2.4 forbids it in http
-// URIs), host being an IP-literal, an IPv4 address or a reg-name (RFC 3986 §3.2.2).
-// The host must not be empty; the port may be, unless require_port (CONNECT).
+// A path or query whose bytes passed the kTargetByte scan: '[' and ']' are only for
+// IP literals in the authority, and every '%' must start a pct-encoded octet.
+bool is_valid_path_or_query(std::string_view text) {
+    for (size_t i = 0; i < text.size(); ++i) {
+        char c = text[i];
+        if (c == '[' || c == ']') return false;
+        if (c == '%') {
+            if (i + 2 >= text.size() || !is_hex(text[i + 1]) || !is_hex(text[i + 2])) return false;
+            i += 2;
+        }
+    }
+    return true;
+}
+
+} // namespace
+
+// Host being an IP-literal, an IPv4 address or a reg-name (RFC 3986 §3.2.2), never
+// empty, no userinfo (RFC 9110 §4.2.4 forbids it in http URIs); the port may be
+// empty, unless require_port (CONNECT).
 bool is_valid_authority(std::string_view authority, bool require_port) {
     size_t i = 0;
     if (authority.empty()) return false;
@@ -156,22 +172,6 @@ bool is_valid_authority(std::string_view authority, bool require_port) {
     }
     return number <= 65535;
 }
-
-// A path or query whose bytes passed the kTargetByte scan: '[' and ']' are only for
-// IP literals in the authority, and every '%' must start a pct-encoded octet.
-bool is_valid_path_or_query(std::string_view text) {
-    for (size_t i = 0; i < text.size(); ++i) {
-        char c = text[i];
-        if (c == '[' || c == ']') return false;
-        if (c == '%') {
-            if (i + 2 >= text.size() || !is_hex(text[i + 1]) || !is_hex(text[i + 2])) return false;
-            i += 2;
-        }
-    }
-    return true;
-}
-
-} // namespace
 
 std::string_view Request::*request_field_member(std::string_view name) {
     Field field = classify_field(name);

@@ -72,7 +72,8 @@ std::string_view requested_upgrade(const Request& request) {
 }
 
 void append_request_head(const Request& request, const ConnectionInfo& connection,
-                         std::string_view host, std::string& out) {
+                         const SocketAddress& client_address, std::string_view host,
+                         std::string& out) {
     // RFC 9112 §3.2: the origin form (an absolute-form target's path and query).
     out.append(request.method_text).push_back(' ');
     if (request.target.starts_with('/') || request.target == "*") {
@@ -108,7 +109,7 @@ void append_request_head(const Request& request, const ConnectionInfo& connectio
         out.append(header.name).append(": ").append(header.value).append("\r\n");
     }
     std::string client;
-    connection.peer.format_host(client);
+    client_address.format_host(client);
     bool secure = connection.secure;
     // nginx's $proxy_add_x_forwarded_for: the client's list, then the client.
     out.append("X-Forwarded-For: ").append(forwarded_for).append(client).append("\r\n");
@@ -282,7 +283,7 @@ void ProxyExchange::send_request(BackendConnection& backend) {
     bool upgrade = !requested_upgrade(request).empty();
     if (resend_.empty()) {
         std::string head;
-        append_request_head(request, *exchange_.connection, host_, head);
+        append_request_head(request, *exchange_.connection, exchange_.client, host_, head);
         backend.begin_request(head, request.is_head(), replayable, upgrade);
     } else {
         backend.begin_request(resend_, request.is_head(), replayable, upgrade);

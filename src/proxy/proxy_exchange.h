@@ -92,8 +92,9 @@ private:
 std::string_view requested_upgrade(const Request& request);
 
 // Appends the request head lepus sends to the backend for `request` (exposed
-// for the unit tests). The client's fields whose names hold '_' are not sent.
+// for the unit tests); `client` is the exchange's (Exchange::client). The
+// client's fields whose names hold '_' are not sent.
 void append_request_head(const Request& request, const ConnectionInfo& connection,
-                         std::string_view host, std::string& out);
+                         const SocketAddress& client, std::string_view host, std::string& out);
 
 } // namespace lepus::proxy

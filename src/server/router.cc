@@ -17,7 +17,8 @@ namespace {
 
 // --real-ip-from without --proxy-protocol: the client a trusted proxy names in
 // X-Forwarded-For, per request (a proxy's keepalive connection carries many
-// clients), as nginx's real_ip_recursive on. finish() gives the socket's peer back.
+// clients), as nginx's real_ip_recursive on: the exchange's client, never the
+// connection's (HTTP/2 streams of one connection run side by side).
 void apply_forwarded_for(const ServerOptions& options, Exchange& exchange) {
     if (options.trusted_proxies.empty() || options.proxy_protocol) return;
     std::string_view values[8]; // beyond eight lines, the last eight (nearest the proxy)
@@ -30,8 +31,8 @@ void apply_forwarded_for(const ServerOptions& options, Exchange& exchange) {
         }
         values[count++] = header.value;
     }
-    ConnectionInfo& connection = *exchange.connection;
-    connection.peer = options.trusted_proxies.client_of(connection.socket_peer, {values, count});
+    exchange.client =
+        options.trusted_proxies.client_of(exchange.connection->socket_peer, {values, count});
 }
 
 ReplyContext reply_context(const Exchange& exchange) {
@@ -436,10 +437,6 @@ void Router::fail(Exchange& exchange, int status, std::string_view extra_headers
 }
 
 void Router::finish(Exchange& exchange) {
-    // The next request (a malformed one too) must not inherit this one's forwarded client.
-    const ServerOptions& options = worker_.options();
-    if (!options.trusted_proxies.empty() && !options.proxy_protocol)
-        exchange.connection->peer = exchange.connection->socket_peer;
     exchange.site = nullptr;
     exchange.hold.reset();
     exchange.internal_redirects = 0;
@@ -458,7 +455,7 @@ void Router::account(Exchange& exchange, int status, uint64_t body_bytes) {
     if (!log.enabled()) return;
     AccessLogEntry entry{};
     std::string host;
-    exchange.connection->peer.format_host(host);
+    exchange.client.format_host(host);
     entry.remote_addr = host;
     // nginx's $remote_user: the name the client gave, even when refused.
     entry.remote_user = supplied_user(exchange);

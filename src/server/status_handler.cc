@@ -67,7 +67,7 @@ void serve_status(Worker& worker, std::span<const Cidr> allow, Exchange& exchang
     Response& response = exchange.response;
     ReplyContext context{exchange.now_s, exchange.keep_alive, request.is_head(),
                          request.version_minor};
-    const SocketAddress& peer = exchange.connection->peer;
+    const SocketAddress& peer = exchange.client;
     if (std::none_of(allow.begin(), allow.end(),
                      [&](const Cidr& network) { return network.contains(peer); }))
         return build_error_response(403, context, response);

@@ -126,6 +126,22 @@ TEST(CgiParams, HeadersBecomeHttpVariables) {
         EXPECT_EQ(p.count(name), 1u) << name;
 }
 
+// One request model: HTTP_HOST is request.host (an HTTP/2 :authority, an
+// absolute-form target's host), never a second value from a Host field.
+TEST(CgiParams, HttpHostIsTheRequestsHostAndHttp2IsNamed) {
+    Fixture f;
+    f.request.version_major = 2;
+    f.request.host = "authority.example";
+    Params p = round_trip(f.context());
+    EXPECT_EQ(get(p, "HTTP_HOST"), "authority.example");
+    EXPECT_EQ(get(p, "SERVER_NAME"), "authority.example");
+    EXPECT_EQ(get(p, "SERVER_PROTOCOL"), "HTTP/2.0");
+    f.headers.erase(f.headers.begin()); // no Host field at all (HTTP/2 with :authority)
+    f.request.headers = f.headers;
+    p = round_trip(f.context());
+    EXPECT_EQ(get(p, "HTTP_HOST"), "authority.example");
+}
+
 TEST(CgiParams, NoPathInfoNoPathTranslated) {
     Fixture f;
     CgiContext context = f.context();

@@ -44,9 +44,10 @@ TEST(RequestHead, DropsHopByHopAndAddsForwardedFields) {
     request.host = "example.com";
     request.headers = headers;
     request.content_length = 3;
-    ConnectionInfo connection(v4("192.0.2.9"), -1);
+    // The client is the exchange's (after --real-ip-from), not the socket's.
+    ConnectionInfo connection(v4("203.0.113.7"), -1);
     std::string out;
-    append_request_head(request, connection, "backend.local", out);
+    append_request_head(request, connection, v4("192.0.2.9"), "backend.local", out);
     EXPECT_EQ(out, "POST /a%20b?q=1 HTTP/1.1\r\n"
                    "Host: backend.local\r\n"
                    "Accept: */*\r\n"
@@ -69,7 +70,7 @@ TEST(RequestHead, AbsoluteFormChunkedAndIpv6) {
     ConnectionInfo connection(v6("2001:db8::1"), -1);
     connection.secure = true;
     std::string out;
-    append_request_head(request, connection, request.host, out);
+    append_request_head(request, connection, connection.peer, request.host, out);
     EXPECT_EQ(out, "PUT /x?y HTTP/1.1\r\n"
                    "Host: example.com:8080\r\n"
                    "X-Forwarded-For: 2001:db8::1\r\n"
@@ -91,7 +92,7 @@ TEST(RequestHead, UpgradePassedOnOnlyWhenAsked) {
     EXPECT_EQ(requested_upgrade(request), "websocket");
     ConnectionInfo connection(v4("192.0.2.9"), -1);
     std::string out;
-    append_request_head(request, connection, "h", out);
+    append_request_head(request, connection, connection.peer, "h", out);
     EXPECT_NE(out.find("\r\nUpgrade: websocket\r\nConnection: upgrade\r\n"), std::string::npos)
         << out;
     request.version_minor = 0;
@@ -102,7 +103,7 @@ TEST(RequestHead, UpgradePassedOnOnlyWhenAsked) {
     request.headers = h2c;
     EXPECT_EQ(requested_upgrade(request), "");
     out.clear();
-    append_request_head(request, connection, "h", out);
+    append_request_head(request, connection, connection.peer, "h", out);
     EXPECT_EQ(out.find("Upgrade"), std::string::npos) << out;
 }
 

@@ -19,9 +19,10 @@ struct Http2Stream {
     explicit Http2Stream(int32_t id) : id(id) {}
 
     // The request head is complete (`text` holds all of it; trailers are not
-    // kept): fills `request` and `headers` with views into `text`. The method,
-    // or nothing for one lepus does not implement (501).
-    std::optional<Method> complete_request();
+    // kept): fills `request` and `headers` with views into `text`. 0, or the
+    // status to answer instead of starting the exchange: 400 for a malformed
+    // host (as HTTP/1.1 answers one), 501 for a method lepus does not implement.
+    int complete_request();
 
     int32_t id;
     // The request head as received: every name and value one after the other
@@ -32,6 +33,9 @@ struct Http2Stream {
     };
     std::string text;
     TextRef method, path, authority;
+    bool has_authority = false; // an empty :authority is still one
+    TextRef host_field;         // the first "host" field
+    int host_fields = 0;
     std::vector<std::pair<TextRef, TextRef>> fields;
     std::string cookie; // §8.2.3: cookie fields joined with "; "
     std::vector<Header> headers;
