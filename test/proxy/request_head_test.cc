@@ -121,7 +121,7 @@ TEST(RequestHead, NamesWithUnderscoresAreDropped) {
     request.headers = headers;
     ConnectionInfo connection(v4("192.0.2.9"), -1);
     std::string out;
-    append_request_head(request, connection, "h", out);
+    append_request_head(request, connection, connection.peer, "h", out);
     EXPECT_EQ(out.find('_'), std::string::npos) << out;
     EXPECT_EQ(out.find("evil.test"), std::string::npos) << out;
     EXPECT_EQ(out.find("10.0.0.1"), std::string::npos) << out;
