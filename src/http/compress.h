@@ -50,6 +50,17 @@ bool is_compressible_type(std::string_view content_type);
 // and a round of the coder (nginx's gzip_min_length is 20; 256 as in caddy).
 inline constexpr size_t kMinCompressLength = 256;
 
+// An If-None-Match value as a backend should see it: each weak entity-tag
+// W/"x" in its strong form "x" (the rest as it is). Compressing a backend's
+// response weakens its ETag (RFC 9110 §8.8.1), and clients send back that
+// weak form; a script comparing If-None-Match with its own "x" as a string
+// (WordPress's feed) would never answer 304. If-None-Match uses the weak
+// comparison (§13.1.2), for which W/"x" and "x" match alike, so the
+// restored form asks the same question. (Not for If-Match: its comparison is
+// strong.) Returns `value` itself when it has no weak tag, else a view of
+// `storage`.
+std::string_view strong_form_of_etags(std::string_view value, std::string& storage);
+
 // One-shot compression of a whole body at the levels for compressing once.
 // Empty on failure (the caller then serves identity).
 std::string compress_once(Coding coding, std::string_view data);

@@ -12,20 +12,41 @@ Coding stream_coding(const Request& request) {
     return chosen.acceptable ? chosen.coding : Coding::Identity;
 }
 
-void CompressingStream::decide(const StreamHead& inner) {
-    decided_ = true;
-    head_ = inner;
+namespace {
+
+// Whether the body of `head` may be compressed at all: it has one (not 1xx,
+// 204, 304), no coding of its own, and a type worth it.
+bool compressible(const StreamHead& head) {
     std::string_view content_type;
     bool encoded = false;
-    for (const Header& header : inner.headers) {
+    for (const Header& header : head.headers) {
         if (ascii_iequals(header.name, "Content-Type")) content_type = header.value;
         if (ascii_iequals(header.name, "Content-Encoding")) encoded = true;
     }
-    bool no_body = inner.status < 200 || inner.status == 204 || inner.status == 304;
-    bool compressible = !no_body && !encoded && is_compressible_type(content_type);
-    if (!compressible) return; // untouched: head_ is the inner head
-    bool worth_it = coding_ != Coding::Identity &&
-                    !(inner.content_length && *inner.content_length < kMinCompressLength);
+    bool no_body = head.status < 200 || head.status == 204 || head.status == 304;
+    return !no_body && !encoded && is_compressible_type(content_type);
+}
+
+} // namespace
+
+std::optional<bool> CompressingStream::worth_compressing() const {
+    if (coding_ == Coding::Identity) return false;
+    if (std::optional<uint64_t> length = inner_->head().content_length)
+        return *length >= kMinCompressLength;
+    // No Content-Length (a script's output is usually so): the length is known
+    // once the body ends, or the body has grown past the minimum. Until then
+    // the head waits, so that an empty redirect does not go out as a 20-byte
+    // gzip stream (issue 31); at most kMinCompressLength bytes are held.
+    size_t held = inner_->body().size();
+    if (held >= kMinCompressLength) return true;
+    if (inner_->ended()) return false;
+    return std::nullopt;
+}
+
+void CompressingStream::decide(const StreamHead& inner, bool worth_it) {
+    decided_ = true;
+    head_ = inner;
+    if (!compressible(inner)) return; // untouched: head_ is the inner head
     headers_.clear();
     for (const Header& header : inner.headers) {
         if (worth_it && ascii_iequals(header.name, "ETag") && !header.value.starts_with("W/")) {
@@ -47,7 +68,16 @@ void CompressingStream::decide(const StreamHead& inner) {
 StreamState CompressingStream::poll() {
     StreamState state = inner_->poll();
     if (state != StreamState::Ready) return state;
-    if (!decided_) decide(inner_->head());
+    if (!decided_) {
+        bool worth_it = false;
+        if (compressible(inner_->head())) {
+            std::optional<bool> known = worth_compressing();
+            // Not yet: the inner stream calls the listener when more arrives.
+            if (!known) return StreamState::Pending;
+            worth_it = *known;
+        }
+        decide(inner_->head(), worth_it);
+    }
     if (compressor_ && !pump()) return StreamState::Broken;
     return StreamState::Ready;
 }
