@@ -36,7 +36,9 @@ std::optional<bool> CompressingStream::worth_compressing() const {
     // No Content-Length (a script's output is usually so): the length is known
     // once the body ends, or the body has grown past the minimum. Until then
     // the head waits, so that an empty redirect does not go out as a 20-byte
-    // gzip stream (issue 31); at most kMinCompressLength bytes are held.
+    // gzip stream (issue 31). The wait is short: php-fpm sends a page's output
+    // in buffers of 4 KiB or at its end, and a page that flushes a few bytes
+    // early (to start the browser on its CSS) waits for no more than 256.
     size_t held = inner_->body().size();
     if (held >= kMinCompressLength) return true;
     if (inner_->ended()) return false;
