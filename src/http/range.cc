@@ -1,5 +1,9 @@
 #include "http/range.h"
 
+#include <atomic>
+#include <ctime>
+#include <sys/random.h>
+
 namespace lepus {
 namespace {
 
@@ -106,6 +110,21 @@ RangeResult parse_range(std::string_view header, uint64_t size, RangeSet& out) {
     if (satisfiable == 1) return RangeResult::Single;
     if (out.total_length() > size) return RangeResult::Ignore; // overlaps: see range.h
     return RangeResult::Multiple;
+}
+
+std::string make_multipart_boundary() {
+    uint64_t bits = 0;
+    if (getrandom(&bits, sizeof bits, 0) != ssize_t(sizeof bits)) {
+        static std::atomic<uint64_t> counter{uint64_t(time(nullptr)) << 20};
+        bits = ++counter * 0x9e3779b97f4a7c15ULL;
+    }
+    static constexpr char kHex[] = "0123456789abcdef";
+    std::string boundary(16, '0');
+    for (char& c : boundary) {
+        c = kHex[bits & 15];
+        bits >>= 4;
+    }
+    return boundary;
 }
 
 void append_part_head(std::string_view boundary, std::string_view content_type, ByteRange range,

@@ -52,6 +52,10 @@ enum class RangeResult {
 // past the whole representation plus the part heads).
 RangeResult parse_range(std::string_view header, uint64_t size, RangeSet& out);
 
+// A boundary that cannot be guessed, so a file cannot hold it on purpose
+// (RFC 2046 §5.1.1): 16 random hex digits (getrandom).
+std::string make_multipart_boundary();
+
 // Appends the delimiter and head of one part of a multipart/byteranges body
 // (§14.6): "\r\n--<boundary>\r\nContent-Type: ..\r\nContent-Range: bytes
 // a-b/size\r\n\r\n", without the first CRLF when `out` is empty (the body's

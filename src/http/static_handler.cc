@@ -9,12 +9,10 @@
 #include "http/range.h"
 #include "log/error_log.h"
 
-#include <atomic>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <fcntl.h>
-#include <sys/random.h>
 #include <sys/stat.h>
 
 namespace lepus {
@@ -473,23 +471,6 @@ void StaticHandler::serve(const Request& request, const ReplyContext& context, c
 
 namespace {
 
-// A boundary that cannot be guessed from the file, so a file cannot hold it on
-// purpose (RFC 2046 §5.1.1): 16 random hex digits.
-std::string make_boundary() {
-    uint64_t bits = 0;
-    if (getrandom(&bits, sizeof bits, 0) != ssize_t(sizeof bits)) {
-        static std::atomic<uint64_t> counter{uint64_t(time(nullptr)) << 20};
-        bits = ++counter * 0x9e3779b97f4a7c15ULL;
-    }
-    static constexpr char kHex[] = "0123456789abcdef";
-    std::string boundary(16, '0');
-    for (char& c : boundary) {
-        c = kHex[bits & 15];
-        bits >>= 4;
-    }
-    return boundary;
-}
-
 // The Content-Type value of a variant's header lines (load_file_variant puts it first).
 std::string_view content_type_of(std::string_view headers, std::string_view& rest) {
     constexpr std::string_view kName = "Content-Type: ";
@@ -526,7 +507,7 @@ bool StaticHandler::build_multipart(const FileVariant& variant, const RangeSet& 
                                     Response& out) {
     std::string_view rest;
     std::string_view content_type = content_type_of(variant.headers, rest);
-    boundary_ = make_boundary();
+    boundary_ = make_multipart_boundary();
     out.owned_body.clear();
     for (size_t i = 0; i < ranges.count; ++i) {
         append_part_head(boundary_, content_type, ranges.ranges[i], variant.size, out.owned_body);
