@@ -2,6 +2,7 @@
 #include "fastcgi/cgi_params.h"
 
 #include "base/ascii.h"
+#include "http/compress.h"
 
 #include <arpa/inet.h>
 #include <charconv>
@@ -92,13 +93,34 @@ void append_header_param(ParamsWriter& writer, std::span<const Header> headers, 
     }
 }
 
+// HTTP_IF_NONE_MATCH with weak entity-tags in their strong form, when there
+// are any (see strong_form_of_etags); false when the value goes as it is.
+bool append_strong_if_none_match(ParamsWriter& writer, std::span<const Header> headers,
+                                 size_t index) {
+    std::string joined;
+    for (size_t k = index; k < headers.size(); ++k) {
+        if (!ascii_iequals(headers[k].name, headers[index].name)) continue;
+        if (!joined.empty()) joined.append(", ");
+        joined.append(headers[k].value);
+    }
+    std::string storage;
+    std::string_view strong = strong_form_of_etags(joined, storage);
+    if (strong.data() == joined.data()) return false;
+    writer.add("HTTP_IF_NONE_MATCH", strong);
+    return true;
+}
+
 void append_headers(ParamsWriter& writer, std::span<const Header> headers) {
     for (size_t i = 0; i < headers.size(); ++i) {
         if (skipped_header(headers[i].name)) continue;
         bool repeated = false;
         for (size_t j = 0; j < i && !repeated; ++j)
             repeated = ascii_iequals(headers[j].name, headers[i].name);
-        if (!repeated) append_header_param(writer, headers, i);
+        if (repeated) continue;
+        if (ascii_iequals(headers[i].name, "if-none-match") &&
+            append_strong_if_none_match(writer, headers, i))
+            continue;
+        append_header_param(writer, headers, i);
     }
 }
 

@@ -136,6 +136,31 @@ bool is_compressible_type(std::string_view content_type) {
     return false;
 }
 
+std::string_view strong_form_of_etags(std::string_view value, std::string& storage) {
+    if (value.find("W/") == std::string_view::npos) return value;
+    storage.clear();
+    // #entity-tag: [W/] DQUOTE *etagc DQUOTE, comma-separated with OWS. An
+    // opaque-tag may hold commas, so the list is walked tag by tag; what does
+    // not parse is copied as it is.
+    size_t pos = 0;
+    while (pos < value.size()) {
+        while (pos < value.size() && (value[pos] == ' ' || value[pos] == '\t'))
+            storage.push_back(value[pos++]);
+        if (value.substr(pos).starts_with("W/\"")) pos += 2; // §8.8.3: "W/" is case-sensitive
+        if (pos < value.size() && value[pos] == '"') {
+            size_t close = value.find('"', pos + 1);
+            size_t end = close == std::string_view::npos ? value.size() : close + 1;
+            storage.append(value.substr(pos, end - pos));
+            pos = end;
+        }
+        size_t comma = value.find(',', pos);
+        size_t end = comma == std::string_view::npos ? value.size() : comma + 1;
+        storage.append(value.substr(pos, end - pos));
+        pos = end;
+    }
+    return storage;
+}
+
 namespace {
 
 class GzipCompressor final : public Compressor {

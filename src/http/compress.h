@@ -47,8 +47,22 @@ Negotiated negotiate_coding(std::string_view accept_encoding, CodingSet offered)
 bool is_compressible_type(std::string_view content_type);
 
 // Below this many bytes compression saves too little to pay for its headers
-// and a round of the coder (nginx's gzip_min_length is 20; 256 as in caddy).
+// and a round of the coder (nginx's gzip_min_length is 20; 256 as in caddy):
+// gzip's frame alone is 18 bytes, and what a short text saves stays well
+// inside the one TCP segment it fits in anyway. A constant, not a flag: no
+// site has asked to tune it.
 inline constexpr size_t kMinCompressLength = 256;
+
+// An If-None-Match value as a backend should see it: each weak entity-tag
+// W/"x" in its strong form "x" (the rest as it is). Compressing a backend's
+// response weakens its ETag (RFC 9110 §8.8.1), and clients send back that
+// weak form; a script comparing If-None-Match with its own "x" as a string
+// (WordPress's feed) would never answer 304. If-None-Match uses the weak
+// comparison (§13.1.2), for which W/"x" and "x" match alike, so the
+// restored form asks the same question. (Not for If-Match: its comparison is
+// strong.) Returns `value` itself when it has no weak tag, else a view of
+// `storage`.
+std::string_view strong_form_of_etags(std::string_view value, std::string& storage);
 
 // One-shot compression of a whole body at the levels for compressing once.
 // Empty on failure (the caller then serves identity).

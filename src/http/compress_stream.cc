@@ -3,6 +3,15 @@
 #include "base/ascii.h"
 
 namespace lepus {
+
+Coding stream_coding(const Request& request) {
+    if (request.is_head()) return Coding::Identity; // no body: no coder run for nothing
+    Negotiated chosen = negotiate_coding(request.accept_encoding, CodingSet{true, true, true});
+    // A dynamic page is not refused for want of a coding (406 is for files,
+    // whose representations are known): identity then.
+    return chosen.acceptable ? chosen.coding : Coding::Identity;
+}
+
 namespace {
 
 // Whether a comma-separated field value (Vary, Cache-Control) lists `token`.
@@ -16,42 +25,57 @@ bool lists_token(std::string_view value, std::string_view token) {
     return false;
 }
 
-} // namespace
-
-Coding stream_coding(const Request& request) {
-    if (request.is_head()) return Coding::Identity; // no body: no coder run for nothing
-    Negotiated chosen = negotiate_coding(request.accept_encoding, CodingSet{true, true, true});
-    // A dynamic page is not refused for want of a coding (406 is for files,
-    // whose representations are known): identity then.
-    return chosen.acceptable ? chosen.coding : Coding::Identity;
-}
-
-void CompressingStream::decide(const StreamHead& inner) {
-    decided_ = true;
-    head_ = inner;
+// Whether the body of `head` may be compressed at all: it has one (not 1xx,
+// 204, 304), a type worth it, and is none of those left as they are: an
+// encoded body; a part (its Content-Range counts the identity bytes, as static
+// files never compress a range); a response whose sender forbids it (RFC 9111
+// §5.2.2.6: an intermediary MUST NOT transform content under no-transform).
+bool compressible(const StreamHead& head) {
     std::string_view content_type;
-    // Left as they are: an encoded body; a part (its Content-Range counts the
-    // identity bytes, as static files never compress a range); a response
-    // whose sender forbids it (RFC 9111 §5.2.2.6: an intermediary MUST NOT
-    // transform content under no-transform).
-    bool untouchable = inner.status == 206;
-    bool varies = false; // Vary already names Accept-Encoding (or is "*")
-    for (const Header& header : inner.headers) {
+    bool untouchable = head.status == 206;
+    for (const Header& header : head.headers) {
         if (ascii_iequals(header.name, "Content-Type")) content_type = header.value;
         if (ascii_iequals(header.name, "Content-Encoding") ||
             ascii_iequals(header.name, "Content-Range") ||
             (ascii_iequals(header.name, "Cache-Control") &&
              lists_token(header.value, "no-transform")))
             untouchable = true;
-        if (ascii_iequals(header.name, "Vary"))
-            varies = varies || lists_token(header.value, "Accept-Encoding") ||
-                     lists_token(header.value, "*");
     }
-    bool no_body = inner.status < 200 || inner.status == 204 || inner.status == 304;
-    bool compressible = !no_body && !untouchable && is_compressible_type(content_type);
-    if (!compressible) return; // untouched: head_ is the inner head
-    bool worth_it = coding_ != Coding::Identity &&
-                    !(inner.content_length && *inner.content_length < kMinCompressLength);
+    bool no_body = head.status < 200 || head.status == 204 || head.status == 304;
+    return !no_body && !untouchable && is_compressible_type(content_type);
+}
+
+// Whether the head's Vary already names Accept-Encoding (or is "*").
+bool varies_by_coding(const StreamHead& head) {
+    for (const Header& header : head.headers)
+        if (ascii_iequals(header.name, "Vary") &&
+            (lists_token(header.value, "Accept-Encoding") || lists_token(header.value, "*")))
+            return true;
+    return false;
+}
+
+} // namespace
+
+std::optional<bool> CompressingStream::worth_compressing() const {
+    if (coding_ == Coding::Identity) return false;
+    if (std::optional<uint64_t> length = inner_->head().content_length)
+        return *length >= kMinCompressLength;
+    // No Content-Length (a script's output is usually so): the length is known
+    // once the body ends, or the body has grown past the minimum. Until then
+    // the head waits, so that an empty redirect does not go out as a 20-byte
+    // gzip stream (issue 31). The wait is short: php-fpm sends a page's output
+    // in buffers of 4 KiB or at its end, and a page that flushes a few bytes
+    // early (to start the browser on its CSS) waits for no more than 256.
+    size_t held = inner_->body().size();
+    if (held >= kMinCompressLength) return true;
+    if (inner_->ended()) return false;
+    return std::nullopt;
+}
+
+void CompressingStream::decide(const StreamHead& inner, bool worth_it) {
+    decided_ = true;
+    head_ = inner;
+    if (!compressible(inner)) return; // untouched: head_ is the inner head
     headers_.clear();
     headers_.reserve(inner.headers.size() + 2); // one allocation: Vary, Content-Encoding
     for (const Header& header : inner.headers) {
@@ -62,7 +86,7 @@ void CompressingStream::decide(const StreamHead& inner) {
         }
         headers_.push_back(header);
     }
-    if (!varies) headers_.push_back({"Vary", "Accept-Encoding"});
+    if (!varies_by_coding(inner)) headers_.push_back({"Vary", "Accept-Encoding"});
     if (worth_it) {
         compressor_ = Compressor::make(coding_);
         headers_.push_back({"Content-Encoding", coding_name(coding_)});
@@ -74,7 +98,16 @@ void CompressingStream::decide(const StreamHead& inner) {
 StreamState CompressingStream::poll() {
     StreamState state = inner_->poll();
     if (state != StreamState::Ready) return state;
-    if (!decided_) decide(inner_->head());
+    if (!decided_) {
+        bool worth_it = false;
+        if (compressible(inner_->head())) {
+            std::optional<bool> known = worth_compressing();
+            // Not yet: the inner stream calls the listener when more arrives.
+            if (!known) return StreamState::Pending;
+            worth_it = *known;
+        }
+        decide(inner_->head(), worth_it);
+    }
     if (compressor_ && !pump()) return StreamState::Broken;
     return StreamState::Ready;
 }

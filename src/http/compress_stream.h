@@ -8,7 +8,11 @@
 // no-transform, has no body (204, 304, 1xx), is not of a compressible type or
 // is known to be shorter than kMinCompressLength passes through untouched
 // (with Vary: Accept-Encoding when its type is compressible and it has no such
-// Vary already). Otherwise the
+// Vary already). Without a
+// Content-Length, the head waits until the body has kMinCompressLength bytes
+// or has ended: an empty redirect or a short fragment goes out as it is
+// (nginx compresses those: its gzip_min_length only reads Content-Length).
+// Otherwise the
 // body is compressed with a flush each time the inner stream has nothing more
 // buffered, so a page that prints slowly shows each burst as it comes, and
 // Content-Length is dropped (the engine then frames the body itself); a strong
@@ -19,6 +23,7 @@
 #include "http/exchange.h"
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -45,7 +50,10 @@ public:
     static constexpr size_t kOutHighWater = size_t{64} * 1024;
 
 private:
-    void decide(const StreamHead& inner_head);
+    // Whether the body is long enough to compress; nullopt while that is not
+    // known yet (no Content-Length, fewer bytes than the minimum so far).
+    std::optional<bool> worth_compressing() const;
+    void decide(const StreamHead& inner_head, bool worth_it);
     bool pump(); // false: the coder failed
 
     std::unique_ptr<ResponseStream> inner_;

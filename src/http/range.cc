@@ -1,5 +1,9 @@
 #include "http/range.h"
 
+#include <atomic>
+#include <ctime>
+#include <sys/random.h>
+
 namespace lepus {
 namespace {
 
@@ -51,7 +55,17 @@ SpecResult parse_spec(std::string_view spec, uint64_t size, ByteRange& range) {
 
 } // namespace
 
-RangeResult parse_range(std::string_view header, uint64_t size, ByteRange& out) {
+uint64_t RangeSet::total_length() const {
+    uint64_t total = 0;
+    for (size_t i = 0; i < count; ++i) {
+        uint64_t length = ranges[i].length();
+        total = total > UINT64_MAX - length ? UINT64_MAX : total + length;
+    }
+    return total;
+}
+
+RangeResult parse_range(std::string_view header, uint64_t size, RangeSet& out) {
+    out.count = 0;
     // §14.1: range units are case-insensitive.
     constexpr std::string_view kUnit = "bytes=";
     if (header.size() < kUnit.size()) return RangeResult::Ignore;
@@ -74,13 +88,13 @@ RangeResult parse_range(std::string_view header, uint64_t size, ByteRange& out) 
         while (!spec.empty() && is_space(spec.back()))
             spec.remove_suffix(1);
         if (!spec.empty()) {
-            ++specs;
+            if (++specs > kMaxRanges) return RangeResult::Ignore;
             ByteRange range;
             switch (parse_spec(spec, size, range)) {
             case SpecResult::Malformed:
                 return RangeResult::Ignore;
             case SpecResult::Satisfiable:
-                if (satisfiable++ == 0) out = range;
+                out.ranges[satisfiable++] = range;
                 break;
             case SpecResult::Unsatisfiable:
                 break;
@@ -88,9 +102,47 @@ RangeResult parse_range(std::string_view header, uint64_t size, ByteRange& out) 
         }
         pos = comma + 1;
     }
+    out.count = satisfiable;
     if (specs == 0) return RangeResult::Ignore;
     if (satisfiable == 0) return RangeResult::Unsatisfiable;
-    return specs == 1 ? RangeResult::Single : RangeResult::Multiple;
+    // §15.3.7.1: one part goes as a plain 206 with Content-Range, even when
+    // other specs were unsatisfiable.
+    if (satisfiable == 1) return RangeResult::Single;
+    if (out.total_length() > size) return RangeResult::Ignore; // overlaps: see range.h
+    return RangeResult::Multiple;
+}
+
+std::string make_multipart_boundary() {
+    uint64_t bits = 0;
+    if (getrandom(&bits, sizeof bits, 0) != ssize_t(sizeof bits)) {
+        static std::atomic<uint64_t> counter{uint64_t(time(nullptr)) << 20};
+        bits = ++counter * 0x9e3779b97f4a7c15ULL;
+    }
+    static constexpr char kHex[] = "0123456789abcdef";
+    std::string boundary(16, '0');
+    for (char& c : boundary) {
+        c = kHex[bits & 15];
+        bits >>= 4;
+    }
+    return boundary;
+}
+
+void append_part_head(std::string_view boundary, std::string_view content_type, ByteRange range,
+                      uint64_t size, std::string& out) {
+    if (!out.empty()) out.append("\r\n");
+    out.append("--").append(boundary).append("\r\n");
+    if (!content_type.empty()) out.append("Content-Type: ").append(content_type).append("\r\n");
+    out.append("Content-Range: bytes ")
+        .append(std::to_string(range.first))
+        .append("-")
+        .append(std::to_string(range.last))
+        .append("/")
+        .append(std::to_string(size))
+        .append("\r\n\r\n");
+}
+
+void append_multipart_end(std::string_view boundary, std::string& out) {
+    out.append("\r\n--").append(boundary).append("--\r\n");
 }
 
 } // namespace lepus

@@ -412,12 +412,12 @@ void StaticHandler::serve(const Request& request, const ReplyContext& context, c
         }
     }
     if (range_allowed) {
-        ByteRange range;
-        switch (parse_range(request.range, variant.size, range)) {
+        RangeSet ranges;
+        switch (parse_range(request.range, variant.size, ranges)) {
         case RangeResult::Single:
             status = 206;
-            offset = range.first;
-            length = range.length();
+            offset = ranges.front().first;
+            length = ranges.front().length();
             break;
         case RangeResult::Unsatisfiable: {
             std::string content_range = "Content-Range: bytes */";
@@ -425,7 +425,15 @@ void StaticHandler::serve(const Request& request, const ReplyContext& context, c
             content_range.append("\r\n");
             return build_error_response(416, context, out, content_range);
         }
-        case RangeResult::Multiple: // whole representation, see range.h
+        case RangeResult::Multiple:
+            // Larger: the whole representation (the parts are built in memory).
+            // So too for a coded variant: its Content-Encoding would claim the
+            // multipart body as a whole is coded.
+            if (ranges.total_length() > kMultipartMemoryMax || &variant != &file->identity) break;
+            if (build_multipart(variant, ranges, out))
+                return finish_multipart(variant, context, out);
+            report_internal_error("read", path_, errno);
+            return build_error_response(500, context, out);
         case RangeResult::Ignore:
             break;
         }
@@ -460,6 +468,69 @@ void StaticHandler::serve(const Request& request, const ReplyContext& context, c
         out.file_offset = offset;
         out.file_length = length;
     }
+}
+
+namespace {
+
+// The Content-Type value of a variant's header lines (load_file_variant puts it first).
+std::string_view content_type_of(std::string_view headers, std::string_view& rest) {
+    constexpr std::string_view kName = "Content-Type: ";
+    rest = headers;
+    if (!headers.starts_with(kName)) return {};
+    size_t end = headers.find("\r\n");
+    rest = headers.substr(end + 2);
+    return headers.substr(kName.size(), end - kName.size());
+}
+
+// Appends `range` of the variant's bytes; false (errno set) when a read fails.
+bool append_range_bytes(const FileVariant& variant, ByteRange range, std::string& out) {
+    if (variant.in_memory) {
+        out.append(std::string_view(variant.data).substr(range.first, range.length()));
+        return true;
+    }
+    size_t at = out.size();
+    out.resize(at + range.length());
+    uint64_t done = 0;
+    while (done < range.length()) {
+        ssize_t n = pread(variant.fd.get(), out.data() + at + done, range.length() - done,
+                          off_t(range.first + done));
+        if (n < 0 && errno == EINTR) continue;
+        if (n == 0) errno = EIO; // the file shrank under us
+        if (n <= 0) return false;
+        done += uint64_t(n);
+    }
+    return true;
+}
+
+} // namespace
+
+bool StaticHandler::build_multipart(const FileVariant& variant, const RangeSet& ranges,
+                                    Response& out) {
+    std::string_view rest;
+    std::string_view content_type = content_type_of(variant.headers, rest);
+    boundary_ = make_multipart_boundary();
+    out.owned_body.clear();
+    for (size_t i = 0; i < ranges.count; ++i) {
+        append_part_head(boundary_, content_type, ranges.ranges[i], variant.size, out.owned_body);
+        if (!append_range_bytes(variant, ranges.ranges[i], out.owned_body)) return false;
+    }
+    append_multipart_end(boundary_, out.owned_body);
+    return true;
+}
+
+void StaticHandler::finish_multipart(const FileVariant& variant, const ReplyContext& context,
+                                     Response& out) {
+    std::string_view rest;
+    content_type_of(variant.headers, rest);
+    begin_head(206, context.now, out);
+    // RFC 9110 §14.6: the type of the whole is multipart/byteranges; each part
+    // carries the representation's own type.
+    out.head.append("Content-Type: multipart/byteranges; boundary=").append(boundary_);
+    out.head.append("\r\n").append(rest).append("Content-Length: ");
+    append_decimal(out.owned_body.size(), out.head);
+    out.head.append("\r\n");
+    finish_head(context.keep_alive, context.version_minor, out);
+    out.body = out.owned_body;
 }
 
 int status_for_errno(int error_number) {

@@ -8,6 +8,7 @@
 #include "http/compress.h"
 #include "http/file_cache.h"
 #include "http/open_beneath.h"
+#include "http/range.h"
 #include "http/request.h"
 #include "http/response.h"
 
@@ -88,6 +89,14 @@ private:
     // 200 / 206 / 304 / 406 / 412 / 416 for a cached file.
     void serve(const Request& request, const ReplyContext& context, const FileRef& file,
                Response& out);
+    // The body of a multipart/byteranges answer of `ranges` into out.owned_body
+    // (RFC 9110 §14.6); false, with errno, when the file cannot be read.
+    bool build_multipart(const FileVariant& variant, const RangeSet& ranges, Response& out);
+    // Its 206 head: the multipart type and boundary, then the variant's other fields.
+    void finish_multipart(const FileVariant& variant, const ReplyContext& context, Response& out);
+    // The most bytes of ranges a multipart answer gathers in memory; more,
+    // and the whole representation goes instead (200).
+    static constexpr uint64_t kMultipartMemoryMax = uint64_t{1} << 20;
     // lepus::status_for_errno, reporting the 500s.
     int status_for_errno(int error_number, std::string_view what);
 
@@ -95,8 +104,9 @@ private:
     UniqueFd root_;
     const MimeTypes& mime_types_;
     FileCache cache_;
-    std::string path_; // the decoded, normalised path of the current request
-    std::string rel_;  // scratch: a path relative to the root
+    std::string path_;     // the decoded, normalised path of the current request
+    std::string rel_;      // scratch: a path relative to the root
+    std::string boundary_; // of the current multipart/byteranges answer
 };
 
 // The one errno -> status mapping for file access: ENOENT, ENOTDIR, ENAMETOOLONG

@@ -1,6 +1,7 @@
 #include "proxy/proxy_exchange.h"
 
 #include "base/ascii.h"
+#include "http/compress.h"
 #include "log/error_log.h"
 
 #include <algorithm>
@@ -106,7 +107,11 @@ void append_request_head(const Request& request, const ConnectionInfo& connectio
         }
         if (is_hop_by_hop(header.name) || is_replaced(header.name) || listed(named, header.name))
             continue;
-        out.append(header.name).append(": ").append(header.value).append("\r\n");
+        std::string strong; // If-None-Match: W/"x" as "x" (see strong_form_of_etags)
+        std::string_view value = ascii_iequals(header.name, "If-None-Match")
+                                     ? strong_form_of_etags(header.value, strong)
+                                     : header.value;
+        out.append(header.name).append(": ").append(value).append("\r\n");
     }
     std::string client;
     client_address.format_host(client);

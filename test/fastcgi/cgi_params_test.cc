@@ -142,6 +142,21 @@ TEST(CgiParams, HttpHostIsTheRequestsHostAndHttp2IsNamed) {
     EXPECT_EQ(get(p, "HTTP_HOST"), "authority.example");
 }
 
+// Issue 31: lepus weakened the script's ETag by compressing; the script
+// (WordPress) compares If-None-Match with its own strong one as a string.
+TEST(CgiParams, IfNoneMatchReachesTheScriptStrong) {
+    Fixture f;
+    f.headers = {
+        {"If-None-Match", "W/\"a\", \"b\""}, {"if-none-match", "W/\"c\""}, {"If-Match", "W/\"d\""}};
+    f.request.headers = f.headers;
+    Params p = round_trip(f.context());
+    EXPECT_EQ(get(p, "HTTP_IF_NONE_MATCH"), "\"a\", \"b\", \"c\"");
+    EXPECT_EQ(get(p, "HTTP_IF_MATCH"), "W/\"d\"") << "If-Match compares strongly: untouched";
+    f.headers = {{"If-None-Match", "\"a\""}};
+    f.request.headers = f.headers;
+    EXPECT_EQ(get(round_trip(f.context()), "HTTP_IF_NONE_MATCH"), "\"a\"");
+}
+
 TEST(CgiParams, NoPathInfoNoPathTranslated) {
     Fixture f;
     CgiContext context = f.context();

@@ -2,9 +2,11 @@
 //
 // The representation size comes from the input (small sizes, where the edges
 // are, or the payload's first eight bytes as a 64-bit number); the rest is the
-// Range header value. Checked: Single -> first <= last < size; Single and
-// Multiple only for a non-empty representation; the answer does not change when
-// the header is copied elsewhere (no reads past its end: ASan sees those).
+// Range header value. Checked: every range returned has first <= last < size,
+// Single is one range and Multiple several (at most kMaxRanges, adding up to
+// no more than the size), only for a non-empty representation; the answer does
+// not change when the header is copied elsewhere (no reads past its end: ASan
+// sees those).
 #include "fuzz_input.h"
 #include "http/range.h"
 
@@ -28,16 +30,19 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (!payload.empty()) std::memcpy(copy.get(), payload.data(), payload.size());
     std::string_view header(copy.get(), payload.size());
 
-    lepus::ByteRange range{12345, 67890};
-    lepus::RangeResult result = lepus::parse_range(header, file_size, range);
+    lepus::RangeSet ranges;
+    lepus::RangeResult result = lepus::parse_range(header, file_size, ranges);
     switch (result) {
     case lepus::RangeResult::Single:
-        LEPUS_FUZZ_CHECK(range.first <= range.last);
-        LEPUS_FUZZ_CHECK(range.last < file_size);
-        LEPUS_FUZZ_CHECK(range.length() <= file_size);
-        break;
     case lepus::RangeResult::Multiple:
         LEPUS_FUZZ_CHECK(file_size > 0);
+        LEPUS_FUZZ_CHECK((ranges.count == 1) == (result == lepus::RangeResult::Single));
+        LEPUS_FUZZ_CHECK(ranges.count <= lepus::kMaxRanges);
+        LEPUS_FUZZ_CHECK(ranges.total_length() <= file_size); // never amplified
+        for (size_t i = 0; i < ranges.count; ++i) {
+            LEPUS_FUZZ_CHECK(ranges.ranges[i].first <= ranges.ranges[i].last);
+            LEPUS_FUZZ_CHECK(ranges.ranges[i].last < file_size);
+        }
         break;
     case lepus::RangeResult::Unsatisfiable:
     case lepus::RangeResult::Ignore:

@@ -2,8 +2,10 @@
 // gzip round-trips through zlib here; br and zstd are decoded by the real
 // command-line tools in test/e2e/compress_test.py.
 #include "http/compress.h"
+#include "http/compress_stream.h"
 
 #include <gtest/gtest.h>
+#include <vector>
 #include <zlib.h>
 
 namespace lepus {
@@ -100,6 +102,115 @@ TEST(Coders, BrotliAndZstdShrinkText) {
         ASSERT_TRUE(compressor->finish(out));
         EXPECT_GE(out.size(), flushed);
     }
+}
+
+TEST(StrongForm, WeakTagsLoseTheirWeakness) {
+    std::string storage;
+    auto strong = [&](std::string_view value) {
+        return std::string(strong_form_of_etags(value, storage));
+    };
+    EXPECT_EQ(strong("W/\"x\""), "\"x\"");
+    EXPECT_EQ(strong("\"a\", W/\"b\",W/\"c\""), "\"a\", \"b\",\"c\"");
+    EXPECT_EQ(strong("W/\"a,W/b\", W/\"c\""), "\"a,W/b\", \"c\"") << "a comma in an opaque tag";
+    EXPECT_EQ(strong("\"W/x\""), "\"W/x\"") << "W/ inside the quotes is the tag's own";
+    EXPECT_EQ(strong("w/\"x\""), "w/\"x\"") << "W/ is case-sensitive (RFC 9110 §8.8.3)";
+    EXPECT_EQ(strong("*"), "*");
+    EXPECT_EQ(strong("W/"), "W/");
+    EXPECT_EQ(strong("W/\"unterminated"), "\"unterminated");
+    std::string_view plain = "\"x\", \"y\"";
+    EXPECT_EQ(strong_form_of_etags(plain, storage).data(), plain.data()) << "no copy";
+}
+
+// A backend's stream, fed by the test.
+class FakeStream final : public ResponseStream {
+public:
+    size_t offer_body(std::span<const char> data) override { return data.size(); }
+    void end_body() override {}
+    StreamState poll() override { return StreamState::Ready; }
+    const StreamHead& head() const override { return head_; }
+    std::span<const char> body() const override {
+        return {body_.data() + taken_, body_.size() - taken_};
+    }
+    void consume(size_t bytes) override { taken_ += bytes; }
+    bool ended() const override { return ended_; }
+    int error_status() const override { return 0; }
+    std::string_view error_headers() const override { return {}; }
+    void release() override {}
+
+    StreamHead head_;
+    std::vector<Header> headers_;
+    std::string body_;
+    size_t taken_ = 0;
+    bool ended_ = false;
+};
+
+std::string header_of(const StreamHead& head, std::string_view name) {
+    for (const Header& header : head.headers)
+        if (header.name == name) return std::string(header.value);
+    return "<absent>";
+}
+
+std::unique_ptr<FakeStream> page(int status, std::string_view type) {
+    auto stream = std::make_unique<FakeStream>();
+    stream->head_.status = status;
+    stream->headers_ = {{"Content-Type", type}, {"ETag", "\"e\""}};
+    stream->head_.headers = stream->headers_;
+    return stream;
+}
+
+// Issue 31: an empty redirect went out as a 20-byte gzip stream.
+TEST(CompressingStream, AnEmptyBodyWithoutLengthIsNotCompressed) {
+    auto inner = page(301, "text/html");
+    FakeStream& fake = *inner;
+    CompressingStream stream(std::move(inner), Coding::Gzip);
+    EXPECT_EQ(stream.poll(), StreamState::Pending) << "the length is not known yet";
+    fake.ended_ = true;
+    ASSERT_EQ(stream.poll(), StreamState::Ready);
+    EXPECT_EQ(header_of(stream.head(), "Content-Encoding"), "<absent>");
+    EXPECT_EQ(header_of(stream.head(), "ETag"), "\"e\"");
+    EXPECT_EQ(header_of(stream.head(), "Vary"), "Accept-Encoding");
+    EXPECT_TRUE(stream.body().empty());
+    EXPECT_TRUE(stream.ended());
+}
+
+TEST(CompressingStream, AShortBodyGoesAsItIs) {
+    auto inner = page(200, "text/html");
+    FakeStream& fake = *inner;
+    CompressingStream stream(std::move(inner), Coding::Gzip);
+    fake.body_ = "short";
+    EXPECT_EQ(stream.poll(), StreamState::Pending);
+    fake.ended_ = true;
+    ASSERT_EQ(stream.poll(), StreamState::Ready);
+    EXPECT_EQ(header_of(stream.head(), "Content-Encoding"), "<absent>");
+    EXPECT_EQ(std::string(stream.body().data(), stream.body().size()), "short");
+}
+
+TEST(CompressingStream, EnoughBytesDecideBeforeTheEnd) {
+    auto inner = page(200, "text/html");
+    FakeStream& fake = *inner;
+    CompressingStream stream(std::move(inner), Coding::Gzip);
+    fake.body_.assign(kMinCompressLength, 'a');
+    ASSERT_EQ(stream.poll(), StreamState::Ready) << "no need to wait for the end";
+    EXPECT_EQ(header_of(stream.head(), "Content-Encoding"), "gzip");
+    EXPECT_EQ(header_of(stream.head(), "ETag"), "W/\"e\"");
+    EXPECT_FALSE(stream.body().empty());
+}
+
+TEST(CompressingStream, NothingWaitsWhenCompressionCannotApply) {
+    auto image = page(200, "image/png");
+    CompressingStream not_compressible(std::move(image), Coding::Gzip);
+    EXPECT_EQ(not_compressible.poll(), StreamState::Ready);
+    auto html = page(200, "text/html");
+    CompressingStream identity(std::move(html), Coding::Identity);
+    EXPECT_EQ(identity.poll(), StreamState::Ready);
+    auto no_content = page(204, "text/html");
+    CompressingStream empty(std::move(no_content), Coding::Gzip);
+    EXPECT_EQ(empty.poll(), StreamState::Ready);
+    auto known = page(200, "text/html");
+    known->head_.content_length = 10;
+    CompressingStream short_known(std::move(known), Coding::Gzip);
+    ASSERT_EQ(short_known.poll(), StreamState::Ready);
+    EXPECT_EQ(header_of(short_known.head(), "Content-Encoding"), "<absent>");
 }
 
 } // namespace

@@ -35,7 +35,11 @@ TEST(ParseRange, Table) {
         {"bytes=-5", 0, RangeResult::Unsatisfiable},
         {"bytes=200-300,400-", 100, RangeResult::Unsatisfiable},
         {"bytes=0-1,5-6", 100, RangeResult::Multiple, 0, 1},
-        {"bytes=0-1, 200-300", 100, RangeResult::Multiple, 0, 1},
+        {"bytes=0-1, 200-300", 100, RangeResult::Single, 0, 1},
+        {"bytes=200-300, -3", 100, RangeResult::Single, 97, 99},
+        {"bytes=0-,0-", 100, RangeResult::Ignore}, // 200 bytes of 100: overlaps
+        {"bytes=0-49,50-99", 100, RangeResult::Multiple, 0, 49},
+        {"bytes=0-50,50-99", 100, RangeResult::Ignore},
         {"bytes=5-2", 100, RangeResult::Ignore},
         {"bytes=99999999999999999999-", 100, RangeResult::Ignore},
         {"bytes=0-99999999999999999999", 100, RangeResult::Ignore},
@@ -52,8 +56,9 @@ TEST(ParseRange, Table) {
         {"", 100, RangeResult::Ignore},
     };
     for (const RangeCase& c : cases) {
-        ByteRange range;
-        RangeResult result = parse_range(c.header, c.size, range);
+        RangeSet ranges;
+        RangeResult result = parse_range(c.header, c.size, ranges);
+        const ByteRange& range = ranges.front();
         EXPECT_EQ(int(result), int(c.result)) << c.header;
         if (result == c.result &&
             (result == RangeResult::Single || result == RangeResult::Multiple)) {
@@ -74,15 +79,57 @@ TEST(ParseRange, ReturnedRangesLieInsideTheFile) {
         for (size_t j = 0; j < count; ++j)
             header += pieces[random() % std::size(pieces)];
         uint64_t size = random() % 3 == 0 ? 0 : random() % 200;
-        ByteRange range{12345, 0};
-        RangeResult result = parse_range(header, size, range);
+        RangeSet ranges;
+        RangeResult result = parse_range(header, size, ranges);
         if (result == RangeResult::Single || result == RangeResult::Multiple) {
             ++satisfied;
-            EXPECT_LE(range.first, range.last) << header << " size " << size;
-            EXPECT_LT(range.last, size) << header << " size " << size;
+            EXPECT_EQ(ranges.count == 1, result == RangeResult::Single) << header;
+            EXPECT_LE(ranges.total_length(), size) << header << " size " << size;
+            for (size_t k = 0; k < ranges.count; ++k) {
+                EXPECT_LE(ranges.ranges[k].first, ranges.ranges[k].last) << header;
+                EXPECT_LT(ranges.ranges[k].last, size) << header << " size " << size;
+            }
         }
     }
     EXPECT_GT(satisfied, 100);
+}
+
+TEST(ParseRange, MultipleKeepsEveryRangeInOrder) {
+    RangeSet ranges;
+    ASSERT_EQ(parse_range("bytes=50-59, 0-9, 1000-, -5", 100, ranges), RangeResult::Multiple);
+    ASSERT_EQ(ranges.count, 3u); // the unsatisfiable 1000- is dropped
+    EXPECT_EQ(ranges.ranges[0].first, 50u);
+    EXPECT_EQ(ranges.ranges[1].first, 0u);
+    EXPECT_EQ(ranges.ranges[2].first, 95u);
+    EXPECT_EQ(ranges.total_length(), 25u);
+}
+
+// CVE-2011-3192: many ranges, or ranges that repeat the file, are ignored.
+TEST(ParseRange, AbusiveSetsAreIgnored) {
+    std::string header = "bytes=";
+    for (size_t i = 0; i < kMaxRanges; ++i)
+        header += std::to_string(i * 2) + "-" + std::to_string(i * 2) + ",";
+    RangeSet ranges;
+    EXPECT_EQ(parse_range(header, 1000, ranges), RangeResult::Multiple);
+    EXPECT_EQ(ranges.count, kMaxRanges);
+    header += "900-900";
+    EXPECT_EQ(parse_range(header, 1000, ranges), RangeResult::Ignore) << "one range too many";
+    EXPECT_EQ(parse_range("bytes=0-,1-,2-", 1000, ranges), RangeResult::Ignore);
+    EXPECT_EQ(parse_range("bytes=0-0,0-0", 1000, ranges), RangeResult::Multiple)
+        << "a small overlap within the size is served";
+    EXPECT_EQ(parse_range("bytes=-1,-1,-1", 2, ranges), RangeResult::Ignore);
+}
+
+TEST(Multipart, PartHeadsAndEnd) {
+    std::string body;
+    append_part_head("b0", "text/plain", {0, 1}, 10, body);
+    body += "ab";
+    append_part_head("b0", "text/plain", {8, 9}, 10, body);
+    body += "ij";
+    append_multipart_end("b0", body);
+    EXPECT_EQ(body, "--b0\r\nContent-Type: text/plain\r\nContent-Range: bytes 0-1/10\r\n\r\nab"
+                    "\r\n--b0\r\nContent-Type: text/plain\r\nContent-Range: bytes 8-9/10\r\n\r\nij"
+                    "\r\n--b0--\r\n");
 }
 
 } // namespace

@@ -520,7 +520,7 @@ TEST_F(StaticHandlerTest, RangesOnSmallFile) {
     EXPECT_EQ(unsatisfiable.status, 416);
     EXPECT_EQ(header(unsatisfiable, "Content-Range"), "bytes */12");
 
-    for (const char* ignored : {"bytes=5-2", "bytes=x", "lines=1-2", "bytes=0-1,4-5"}) {
+    for (const char* ignored : {"bytes=5-2", "bytes=x", "lines=1-2", "bytes=0-,0-"}) {
         const Response& whole = get("/hello.txt", Method::Get, range(ignored));
         EXPECT_EQ(whole.status, 200) << ignored;
         EXPECT_EQ(whole.body, kHello) << ignored;
@@ -548,6 +548,36 @@ TEST_F(StaticHandlerTest, RangeOnBigFileUsesFileOffset) {
     EXPECT_EQ(r.file_offset, 100u);
     EXPECT_EQ(r.file_length, 100u);
     EXPECT_EQ(payload(r), big_.substr(100, 100));
+}
+
+// RFC 9110 §14.6: several ranges, one part each, from memory and from the file.
+TEST_F(StaticHandlerTest, SeveralRangesAreMultipart) {
+    for (const char* path : {"/hello.txt", "/big.bin"}) {
+        const Response& r =
+            get(path, Method::Get, [](Request& q) { q.range = "bytes=0-1, 6-8, 2-3"; });
+        EXPECT_EQ(r.status, 206) << path;
+        EXPECT_EQ(header(r, "Content-Range"), "<absent>");
+        std::string type = header(r, "Content-Type");
+        ASSERT_EQ(type.rfind("multipart/byteranges; boundary=", 0), 0u) << type;
+        std::string boundary = type.substr(type.find('=') + 1);
+        EXPECT_EQ(boundary.size(), 16u);
+        EXPECT_EQ(header(r, "Content-Length"), std::to_string(r.body.size()));
+        EXPECT_EQ(header(r, "ETag").empty(), false);
+        std::string file = path == std::string("/hello.txt") ? std::string(kHello) : big_;
+        std::string part_type = path == std::string("/hello.txt") ? "text/plain; charset=utf-8"
+                                                                  : "application/octet-stream";
+        std::string size = std::to_string(file.size());
+        std::string expected;
+        for (auto [first, last] : {std::pair{0, 1}, {6, 8}, {2, 3}}) {
+            if (!expected.empty()) expected += "\r\n";
+            expected += "--" + boundary + "\r\nContent-Type: " + part_type +
+                        "\r\nContent-Range: bytes " + std::to_string(first) + "-" +
+                        std::to_string(last) + "/" + size + "\r\n\r\n" +
+                        file.substr(first, last - first + 1);
+        }
+        expected += "\r\n--" + boundary + "--\r\n";
+        EXPECT_EQ(r.body, expected) << path;
+    }
 }
 
 TEST_F(StaticHandlerTest, CacheHitsAndRevalidation) {

@@ -59,6 +59,20 @@ TEST(RequestHead, DropsHopByHopAndAddsForwardedFields) {
                    "\r\n");
 }
 
+// Issue 31: the backend sees If-None-Match with the weak tags lepus made strong again.
+TEST(RequestHead, IfNoneMatchGoesStrong) {
+    Header headers[] = {{"If-None-Match", "W/\"a\", \"b\""}, {"If-Match", "W/\"c\""}};
+    Request request;
+    request.method_text = "GET";
+    request.target = "/";
+    request.headers = headers;
+    ConnectionInfo connection(v4("192.0.2.9"), -1);
+    std::string out;
+    append_request_head(request, connection, "h", out);
+    EXPECT_NE(out.find("\r\nIf-None-Match: \"a\", \"b\"\r\n"), std::string::npos) << out;
+    EXPECT_NE(out.find("\r\nIf-Match: W/\"c\"\r\n"), std::string::npos) << out;
+}
+
 TEST(RequestHead, AbsoluteFormChunkedAndIpv6) {
     Request request;
     request.method_text = "PUT";
