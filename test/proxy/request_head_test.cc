@@ -68,7 +68,7 @@ TEST(RequestHead, IfNoneMatchGoesStrong) {
     request.headers = headers;
     ConnectionInfo connection(v4("192.0.2.9"), -1);
     std::string out;
-    append_request_head(request, connection, "h", out);
+    append_request_head(request, connection, connection.peer, "h", out);
     EXPECT_NE(out.find("\r\nIf-None-Match: \"a\", \"b\"\r\n"), std::string::npos) << out;
     EXPECT_NE(out.find("\r\nIf-Match: W/\"c\"\r\n"), std::string::npos) << out;
 }
