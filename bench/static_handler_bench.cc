@@ -87,7 +87,7 @@ void BM_DecodePath(benchmark::State& state) {
 }
 
 void BM_ParseRange(benchmark::State& state) {
-    ByteRange range;
+    RangeSet range;
     for (auto _ : state)
         benchmark::DoNotOptimize(parse_range("bytes=1000-1999", 1 << 20, range));
 }
