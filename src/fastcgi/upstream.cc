@@ -83,7 +83,7 @@ ParamsWriter& UpstreamConnection::begin_request(std::string_view script_name) {
     script_.assign(script_name);
     wbuf_.clear();
     wsent_ = 0;
-    append_begin_request(wbuf_, kRequestId, Role::Responder, true);
+    append_begin_request(wbuf_, kRequestId, Role::Responder, pool_.options().keep_alive);
     params_.begin(wbuf_, kRequestId);
     return params_;
 }
@@ -243,7 +243,9 @@ void UpstreamConnection::handle_record(const Record& record) {
             return fail(UpstreamFailure::Protocol, "response without a complete header block");
         ended_ = true;
         // §5.1 KEEP_CONN: the connection is ours again, provided nothing follows.
-        reusable_ = rpos_ == rend_ && decoder_.at_record_boundary() && wsent_ == wbuf_.size();
+        // Without it php-fpm closes the connection now, and so do we on release().
+        reusable_ = pool_.options().keep_alive && rpos_ == rend_ && decoder_.at_record_boundary() &&
+                    wsent_ == wbuf_.size();
         return;
     }
     default:
@@ -291,6 +293,8 @@ std::string UpstreamConnection::escaped_script() const {
     return escaped;
 }
 
+// Only a connection taken from the idle pool: without keep_alive none ever is,
+// so a fresh connection that breaks is reported (nothing raced with an idle close).
 bool UpstreamConnection::can_retry() const {
     return reused_ && !retried_ && !received_ && replayable_ && state_ == State::Active;
 }
