@@ -113,6 +113,29 @@ class DefaultsAgainstPhpFpm(unittest.TestCase):
         server = self.start(fpm)
         self.rounds(server)
 
+    def test_slow_client_does_not_hold_a_child(self):
+        # One child; a client that does not read a 200 KB answer. lepus has the
+        # whole answer once END_REQUEST arrives and must close the backend
+        # connection then: php-fpm's child reads until that close before it
+        # accepts another connection, so the next request would wait on the
+        # slow client.
+        fpm = self.fpm(children=1)
+        server = self.start(fpm, "--threads", "1", "--fastcgi-pool", "2")
+        server.write("big.php", '<?php echo str_repeat("x", 200000);\n')
+        slow = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self.addCleanup(slow.close)
+        slow.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        slow.settimeout(CLIENT_TIMEOUT)
+        slow.connect(("127.0.0.1", server.port))
+        slow.sendall(b"GET /big.php HTTP/1.1\r\nHost: localhost\r\n\r\n")
+        self.assertEqual(slow.recv(12), b"HTTP/1.1 200")  # php-fpm has answered
+        self.assertEqual(fetch_status(server.port, "/hello.php"), 200)
+        received = 12
+        while received < 200000:
+            chunk = slow.recv(65536)
+            self.assertTrue(chunk, "the slow client's answer was cut")
+            received += len(chunk)
+
     def test_keepalive_with_pool_within_children(self):
         # The documented way to keep connections alive: a pool no larger than
         # pm.max_children, so php-fpm has a child for every pooled connection.
