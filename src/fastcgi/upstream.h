@@ -1,13 +1,13 @@
 // The per-reactor FastCGI client: a bounded set of backend connections to
 // php-fpm, and a bounded FIFO of requests waiting for one.
 //
-// By default each request opens its own connection and php-fpm closes it after
-// END_REQUEST (no FCGI_KEEP_CONN, as nginx does): php-fpm binds a child to every
-// connection it has accepted, so a kept-alive connection it has not accepted
-// (more connections than pm.max_children) would hold its request in the listen
-// backlog until --fastcgi-timeout (issue 32). With keep_alive (--fastcgi-keepalive
-// on) connections return to an idle pool after END_REQUEST instead; the pool must
-// then stay at or below pm.max_children.
+// By default each request opens its own connection, closed as soon as
+// END_REQUEST is read (no FCGI_KEEP_CONN, as nginx does): php-fpm binds a child
+// to every connection it has accepted, so a kept-alive connection it has not
+// accepted (more connections than pm.max_children) would hold its request in
+// the listen backlog until --fastcgi-timeout (issue 32). With keep_alive
+// (--fastcgi-keepalive on) connections return to an idle pool after END_REQUEST
+// instead; the pool must then stay at or below pm.max_children.
 //
 // Everything runs on one reactor thread: no locks. An UpstreamConnection is an
 // EventHandler registered in the same reactor as the HTTP connections
