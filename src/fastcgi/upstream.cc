@@ -83,7 +83,7 @@ ParamsWriter& UpstreamConnection::begin_request(std::string_view script_name) {
     script_.assign(script_name);
     wbuf_.clear();
     wsent_ = 0;
-    append_begin_request(wbuf_, kRequestId, Role::Responder, true);
+    append_begin_request(wbuf_, kRequestId, Role::Responder, pool_.options().keep_alive);
     params_.begin(wbuf_, kRequestId);
     return params_;
 }
@@ -105,7 +105,7 @@ void UpstreamConnection::end_stdin() {
 }
 
 void UpstreamConnection::flush() {
-    if (state_ != State::Active && state_ != State::Draining) return;
+    if (!fd_ || (state_ != State::Active && state_ != State::Draining)) return;
     while (wsent_ < wbuf_.size()) {
         ssize_t n = ::send(fd_.get(), wbuf_.data() + wsent_, wbuf_.size() - wsent_,
                            MSG_NOSIGNAL | MSG_DONTWAIT);
@@ -243,7 +243,13 @@ void UpstreamConnection::handle_record(const Record& record) {
             return fail(UpstreamFailure::Protocol, "response without a complete header block");
         ended_ = true;
         // §5.1 KEEP_CONN: the connection is ours again, provided nothing follows.
-        reusable_ = rpos_ == rend_ && decoder_.at_record_boundary() && wsent_ == wbuf_.size();
+        reusable_ = pool_.options().keep_alive && rpos_ == rend_ && decoder_.at_record_boundary() &&
+                    wsent_ == wbuf_.size();
+        // Without it the response is all in body_: close now. php-fpm's child,
+        // after END_REQUEST, shuts its side and reads until our close
+        // (fcgi_close() in main/fastcgi.c): waiting for a slow client here would
+        // keep that child from the next request.
+        if (!pool_.options().keep_alive) close_socket();
         return;
     }
     default:
@@ -291,6 +297,8 @@ std::string UpstreamConnection::escaped_script() const {
     return escaped;
 }
 
+// Only a connection taken from the idle pool: without keep_alive none ever is,
+// so a fresh connection that breaks is reported (nothing raced with an idle close).
 bool UpstreamConnection::can_retry() const {
     return reused_ && !retried_ && !received_ && replayable_ && state_ == State::Active;
 }

@@ -1,5 +1,13 @@
-// The per-reactor FastCGI client: backend connections to php-fpm kept alive
-// (FCGI_KEEP_CONN) in a pool, and a bounded FIFO of requests waiting for one.
+// The per-reactor FastCGI client: a bounded set of backend connections to
+// php-fpm, and a bounded FIFO of requests waiting for one.
+//
+// By default each request opens its own connection, closed as soon as
+// END_REQUEST is read (no FCGI_KEEP_CONN, as nginx does): php-fpm binds a child
+// to every connection it has accepted, so a kept-alive connection it has not
+// accepted (more connections than pm.max_children) would hold its request in
+// the listen backlog until --fastcgi-timeout (issue 32). With keep_alive
+// (--fastcgi-keepalive on) connections return to an idle pool after END_REQUEST
+// instead; the pool must then stay at or below pm.max_children.
 //
 // Everything runs on one reactor thread: no locks. An UpstreamConnection is an
 // EventHandler registered in the same reactor as the HTTP connections
@@ -36,6 +44,7 @@ struct UpstreamOptions {
     uint64_t queue_timeout_ms = 10000;    // --fastcgi-queue-timeout
     uint64_t response_timeout_ms = 60000; // --fastcgi-timeout: silence from php-fpm
     uint64_t idle_timeout_ms = 30000;     // --fastcgi-idle-timeout
+    bool keep_alive = false;              // --fastcgi-keepalive: FCGI_KEEP_CONN and an idle pool
 };
 
 // What one reactor's pools are doing, for the status page. A reactor may have
@@ -104,7 +113,7 @@ public:
     ~UpstreamConnection();
 
     // --- the request (client side) ---
-    // Starts the request: BEGIN_REQUEST (KEEP_CONN) and an open PARAMS stream in
+    // Starts the request: BEGIN_REQUEST (KEEP_CONN with keep_alive) and an open PARAMS stream in
     // the write buffer. The caller adds the variables and calls finish().
     ParamsWriter& begin_request(std::string_view script_name);
     // Appends STDIN records carrying `data` (copied).
@@ -131,10 +140,10 @@ public:
     UpstreamFailure failure() const { return failure_; }
 
     // The client is done with this connection (response consumed, failed, or
-    // the client went away). A clean connection returns to the pool; one whose
+    // the client went away). A clean kept-alive connection returns to the pool; one whose
     // request was fully sent but whose response is still coming is drained
-    // first (a client abort must not cost a backend connection); anything else
-    // is closed.
+    // first (a client abort must not cost a backend connection, nor free a slot
+    // while php-fpm still runs the script); anything else is closed.
     void release();
 
     void on_events(uint32_t events) override;

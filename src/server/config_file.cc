@@ -94,7 +94,8 @@ public:
             if (node.is_boolean() &&
                 (option == "--compress" || option == "--defer-accept" || option == "--http2" ||
                  option == "--h2c" || option == "--h2c-sendfile" || option == "--pin" ||
-                 option == "--ktls" || option == "--notsent-lowat")) {
+                 option == "--ktls" || option == "--notsent-lowat" ||
+                 option == "--fastcgi-keepalive")) {
                 // Options that take on|off: `compress = false` means off (and
                 // `notsent_lowat = true` is refused as not a size).
                 out.arguments.push_back(option);
@@ -252,6 +253,8 @@ public:
                 fastcgi.queue = count(value, name);
             } else if (name == "timeout") {
                 fastcgi.timeout_ms = duration(value, name);
+            } else if (name == "keepalive") {
+                fastcgi.keepalive = boolean(value, name);
             } else {
                 error(value, "unknown key '" + std::string(name) + "' in fastcgi");
             }

@@ -37,6 +37,7 @@ struct SiteFastCgi {
     std::vector<std::string> ext;
     std::optional<unsigned> pool, queue;
     std::optional<uint64_t> timeout_ms;
+    std::optional<bool> keepalive; // unset: --fastcgi-keepalive
 };
 
 // `proxy = { address = "127.0.0.1:3000", paths = ["/api/"] }` in a [[site]]:

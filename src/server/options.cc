@@ -170,6 +170,7 @@ struct OptionTexts {
     std::string max_body_size, dotfiles = "deny", accept = "auto", io = "epoll";
     std::string defer_accept = "on", compress = "on", symlinks = "beneath";
     std::string notsent_lowat = "32k";
+    std::string fastcgi_keepalive = "off";
     std::string http2 = "on", h2c = "on", h2c_sendfile = "off", pin = "off", ktls = "on";
     bool no_pin = false; // the older spelling of --pin off, kept
     ProxyOptionTexts proxy;
@@ -346,6 +347,11 @@ void add_file_and_php_options(CLI::App& app, ServerOptions& options, OptionTexts
     app.add_option("--fastcgi-pool", options.fastcgi_pool,
                    "FastCGI connections in all, split over the reactors (8)")
         ->check(CLI::Range(1u, 65536u));
+    app.add_option("--fastcgi-keepalive", texts.fastcgi_keepalive,
+                   "on: keep FastCGI connections open between requests (then keep "
+                   "--fastcgi-pool at or below php-fpm's pm.max_children); off: one per request")
+        ->capture_default_str()
+        ->check(CLI::IsMember({"on", "off"}));
     app.add_option("--fastcgi-queue", options.fastcgi_queue,
                    "Requests per reactor waiting for a FastCGI connection (64); more get 503")
         ->check(CLI::Range(0u, 1u << 20));
@@ -356,7 +362,7 @@ void add_file_and_php_options(CLI::App& app, ServerOptions& options, OptionTexts
                    "php-fpm silent this long: 504, connection closed (60s)")
         ->check(duration);
     app.add_option("--fastcgi-idle-timeout", fastcgi_idle_timeout,
-                   "Idle pooled FastCGI connections are closed after (30s)")
+                   "Idle kept-alive FastCGI connections are closed after (30s)")
         ->check(duration);
 }
 
@@ -485,6 +491,7 @@ std::string finish_options(const CLI::App& app, ServerOptions& options, const Op
     options.h2c = texts.h2c == "on";
     options.h2c_sendfile = texts.h2c_sendfile == "on";
     options.ktls = texts.ktls == "on";
+    options.fastcgi_keepalive = texts.fastcgi_keepalive == "on";
     options.symlinks = *parse_symlink_policy(texts.symlinks);
     if (options.header_timeout_ms == 0 || options.keepalive_timeout_ms == 0 ||
         options.body_timeout_ms == 0 || options.send_timeout_ms == 0 ||

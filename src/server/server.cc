@@ -321,9 +321,12 @@ int Server::run() {
              s.accept_reason.c_str());
     notify_service_manager("READY=1");
     if (!s.options.fastcgi.empty())
-        log_info("FastCGI: %s for %zu extension(s), %u connections in all, queue %u per reactor",
+        log_info("FastCGI: %s for %zu extension(s), %u connections in all (%s), queue %u per "
+                 "reactor",
                  s.options.fastcgi.c_str(), s.options.fastcgi_ext.size(),
-                 std::max(s.options.fastcgi_pool, s.threads), s.options.fastcgi_queue);
+                 std::max(s.options.fastcgi_pool, s.threads),
+                 s.options.fastcgi_keepalive ? "kept alive" : "one per request",
+                 s.options.fastcgi_queue);
     if (uses_tls(s.options)) {
         const char* ktls = "off (--ktls off)";
         if (s.options.ktls)

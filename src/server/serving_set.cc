@@ -10,7 +10,8 @@ namespace {
 bool same_backend(const fastcgi::UpstreamOptions& a, const fastcgi::UpstreamOptions& b) {
     return a.address.text == b.address.text && a.connections == b.connections &&
            a.queue_limit == b.queue_limit && a.queue_timeout_ms == b.queue_timeout_ms &&
-           a.response_timeout_ms == b.response_timeout_ms && a.idle_timeout_ms == b.idle_timeout_ms;
+           a.response_timeout_ms == b.response_timeout_ms &&
+           a.idle_timeout_ms == b.idle_timeout_ms && a.keep_alive == b.keep_alive;
 }
 
 // This worker's share of a pool of `total` connections: php-fpm sees `total`
@@ -41,6 +42,7 @@ fastcgi::UpstreamOptions backend_options(const ServerOptions& options, const Sit
     upstream.response_timeout_ms =
         site && site->timeout_ms ? *site->timeout_ms : options.fastcgi_timeout_ms;
     upstream.idle_timeout_ms = options.fastcgi_idle_timeout_ms;
+    upstream.keep_alive = site && site->keepalive ? *site->keepalive : options.fastcgi_keepalive;
     return upstream;
 }
 

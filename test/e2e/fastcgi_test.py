@@ -127,8 +127,8 @@ class PhpSiteTests:
     @classmethod
     def setUpClass(cls):
         require_php_fpm()
-        # As many children as pooled connections: php-fpm gives each keepalive
-        # connection a child of its own until the connection closes.
+        # As many children as the default pool: any size is safe with the
+        # default --fastcgi-keepalive off, this one lets every connection run at once.
         cls.fpm = phpfpm.PhpFpm(children=8, tcp=cls.TCP)
         try:
             cls.server = harness.Lepus(["--fastcgi", cls.fpm.address, "--threads", "2",
@@ -399,7 +399,7 @@ class PhpFpmFailures(unittest.TestCase):
                 fpm.start()
                 r = get(server.port, "/hello.php")
                 self.assertEqual((r.status, r.body), (200, b"hello 5050"))
-                # Keepalive connections to the new php-fpm are pooled again.
+                # And again: the new php-fpm serves every request.
                 self.assertEqual(get(server.port, "/hello.php").status, 200)
                 self.wait_for_log(server, "FastCGI %s: " % fpm.address)
 
@@ -490,9 +490,10 @@ class MisbehavingBackend(unittest.TestCase):
     def setUpClass(cls):
         harness.require_binary()
         cls.responder = Responder(cls.TCP)
-        # One backend connection, so reuse is observable through mode=count.
+        # One backend connection kept alive, so reuse is observable through mode=count.
         cls.server = harness.Lepus(["--fastcgi", cls.responder.address, "--threads", "1",
-                                    "--fastcgi-pool", "1", "--fastcgi-timeout", "1s"])
+                                    "--fastcgi-pool", "1", "--fastcgi-timeout", "1s",
+                                    "--fastcgi-keepalive", "on"])
         cls.server.write("x.php", "never read by the responder")
 
     @classmethod
@@ -603,7 +604,8 @@ class PoolLifecycle(unittest.TestCase):
         responder = Responder()
         self.addCleanup(responder.stop)
         server = harness.Lepus(["--fastcgi", responder.address, "--threads", "1",
-                                "--fastcgi-pool", "1", "--fastcgi-idle-timeout", "200ms"])
+                                "--fastcgi-pool", "1", "--fastcgi-idle-timeout", "200ms",
+                                "--fastcgi-keepalive", "on"])
         self.addCleanup(server.stop, self)
         server.write("x.php", "x")
         first = self.count(server)
@@ -616,7 +618,7 @@ class PoolLifecycle(unittest.TestCase):
         path = os.path.join(tmp, "r.sock")
         responder = Responder(unix_path=path)
         server = harness.Lepus(["--fastcgi", responder.address, "--threads", "1",
-                                "--fastcgi-pool", "1"])
+                                "--fastcgi-pool", "1", "--fastcgi-keepalive", "on"])
         self.addCleanup(server.stop, self)
         server.write("x.php", "x")
         self.assertEqual(self.count(server), 1)
@@ -628,6 +630,113 @@ class PoolLifecycle(unittest.TestCase):
             self.assertEqual(get(server.port, "/x.php?mode=status").status, 201)
 
 
+class ConnectionPerRequest(unittest.TestCase):
+    """The default --fastcgi-keepalive off: BEGIN_REQUEST without FCGI_KEEP_CONN, so
+    the backend closes after END_REQUEST (§5.1) and each request has a connection
+    of its own; the pool still bounds the requests the backend is given at once."""
+
+    @classmethod
+    def setUpClass(cls):
+        harness.require_binary()
+        cls.responder = Responder()
+        cls.server = harness.Lepus(["--fastcgi", cls.responder.address, "--threads", "1",
+                                    "--fastcgi-pool", "1", "--status-path", "/_status"])
+        cls.server.write("x.php", "x")
+
+    @classmethod
+    def tearDownClass(cls):
+        try:
+            cls.server.stop(harness.LepusTestCase._Checker())
+        finally:
+            cls.responder.stop()
+
+    def count(self):
+        r = get(self.server.port, "/x.php?mode=count")
+        self.assertEqual(r.status, 200)
+        return int(r.body.decode().strip().split("=")[1])
+
+    def fastcgi_gauges(self):
+        r = get(self.server.port, "/_status")
+        self.assertEqual(r.status, 200)
+        return json.loads(r.body)["reactors"][0]["fastcgi"]
+
+    def test_a_new_connection_per_request(self):
+        first = self.count()
+        self.assertEqual(get(self.server.port, "/x.php?mode=status").status, 201)
+        self.assertEqual(self.count(), first + 2)
+        self.assertEqual(self.fastcgi_gauges(), {"busy": 0, "idle": 0, "queued": 0})
+
+    def test_abandoned_response_is_drained_then_closed(self):
+        # A client that goes away does not free the slot while the backend still
+        # runs its request: the next request waits for the end (pool 1), then
+        # gets a connection of its own.
+        with self.server.connect() as s:
+            s.sendall(b"GET /x.php?mode=slow&ms=400 HTTP/1.1\r\nHost: x\r\n\r\n")
+            time.sleep(0.1)
+        r = get(self.server.port, "/x.php?mode=status")
+        self.assertEqual((r.status, r.body), (201, b"created\n"))
+        self.assertEqual(self.fastcgi_gauges(), {"busy": 0, "idle": 0, "queued": 0})
+
+
+class KeepaliveConfigKeys(unittest.TestCase):
+    """`fastcgi_keepalive` in a config file, and a site's own `keepalive`, seen
+    through the responder's connection count (one connection reused, or one each)."""
+
+    def setUp(self):
+        harness.require_binary()
+        self.responder = Responder()
+        self.addCleanup(self.responder.stop)
+        self.dir = harness.temp_dir(self, "keepalive")
+        os.makedirs(os.path.join(self.dir, "www"))
+        with open(os.path.join(self.dir, "www", "x.php"), "w") as f:
+            f.write("x")
+
+    def serve(self, text):
+        path = os.path.join(self.dir, "lepus.toml")
+        with open(path, "w") as f:
+            f.write('root = "%s"\nthreads = 1\nfastcgi_pool = 1\n' % os.path.join(self.dir, "www"))
+            f.write(text.replace("ADDRESS", self.responder.address))
+        server = harness.Lepus(["--config", path])
+        self.addCleanup(server.stop, self)
+        return server
+
+    def new_connections(self, server):
+        counts = []
+        for _ in range(3):
+            r = get(server.port, "/x.php?mode=count")
+            self.assertEqual(r.status, 200)
+            counts.append(int(r.body.decode().strip().split("=")[1]))
+        return counts[2] - counts[0]
+
+    def test_global_key(self):
+        for value, new in (("true", 0), ("false", 2), ('"on"', 0)):
+            with self.subTest(value=value):
+                server = self.serve('fastcgi = "ADDRESS"\nfastcgi_keepalive = %s\n' % value)
+                self.assertEqual(self.new_connections(server), new)
+
+    def test_site_key_overrides_the_global_one(self):
+        for site, new in (("true", 0), ("false", 2)):
+            with self.subTest(site=site):
+                server = self.serve(
+                    'fastcgi_keepalive = %s\n[[site]]\nserver_names = ["localhost"]\n'
+                    'default = true\nroot = "%s"\nfastcgi = { address = "ADDRESS", keepalive = %s }\n'
+                    % ("false" if site == "true" else "true", os.path.join(self.dir, "www"), site))
+                self.assertEqual(self.new_connections(server), new)
+
+    def test_bad_values_are_refused(self):
+        for text in ('fastcgi = "ADDRESS"\nfastcgi_keepalive = "maybe"\n',
+                     '[[site]]\nserver_names = ["localhost"]\ndefault = true\n'
+                     'fastcgi = { address = "ADDRESS", keepalive = "on" }\n'):
+            with self.subTest(text=text):
+                path = os.path.join(self.dir, "bad.toml")
+                with open(path, "w") as f:
+                    f.write(text.replace("ADDRESS", self.responder.address))
+                result = subprocess.run([harness.BINARY, "-t", "--config", path],
+                                        capture_output=True, text=True, timeout=30)
+                self.assertEqual(result.returncode, 1, result.stderr)
+                self.assertIn("keepalive", result.stderr)
+
+
 class CommandLine(unittest.TestCase):
     def test_bad_fastcgi_flags_exit_2_with_one_line(self):
         harness.require_binary()
@@ -635,7 +744,7 @@ class CommandLine(unittest.TestCase):
         for args in (["--fastcgi", "nope"], ["--fastcgi", "unix:"],
                      ["--fastcgi", "127.0.0.1:70000"], ["--fastcgi-ext", "php"],
                      ["--fastcgi-pool", "0"], ["--fastcgi-timeout", "0"],
-                     ["--fastcgi-queue-timeout", "soon"]):
+                     ["--fastcgi-queue-timeout", "soon"], ["--fastcgi-keepalive", "yes"]):
             result = subprocess.run([harness.BINARY, root] + args, capture_output=True, text=True,
                                     timeout=10)
             self.assertEqual(result.returncode, 2, args)

@@ -1,6 +1,8 @@
 """Starts a real php-fpm with its own generated configuration, for FastCGI tests.
 
-    with PhpFpm(children=4, tcp=False) as fpm:
+    with PhpFpm(children=4, tcp=False) as fpm:           # pm = static
+    with PhpFpm(children=5, pm="dynamic", start_servers=2,
+                min_spare=1, max_spare=3) as fpm:        # Debian's www.conf
         fpm.address   # "unix:/tmp/.../php.sock" or "127.0.0.1:PORT"
         fpm.restart()
     # stop() on exit: SIGQUIT (graceful), then SIGKILL if it does not go.
@@ -59,9 +61,12 @@ def can_connect(address):
 
 
 class PhpFpm:
-    """One running php-fpm master with a static pool of `children` workers."""
+    """One running php-fpm master with a pool of `children` workers: static by
+    default, or pm = "dynamic" (start_servers, min_spare and max_spare children)
+    or "ondemand"."""
 
-    def __init__(self, children=4, tcp=False, binary=None):
+    def __init__(self, children=4, tcp=False, binary=None, pm="static", start_servers=2,
+                 min_spare=1, max_spare=3):
         self.binary = binary or find_php_fpm()
         if not self.binary:
             raise RuntimeError("php-fpm not found (apt-get install php-fpm, or set PHP_FPM)")
@@ -86,8 +91,13 @@ class PhpFpm:
                 "[lepus-test]",
                 "listen = %s" % listen,
                 "listen.mode = 0666",
-                "pm = static",
+                "pm = %s" % pm,
                 "pm.max_children = %d" % children,
+            ] + ([
+                "pm.start_servers = %d" % start_servers,
+                "pm.min_spare_servers = %d" % min_spare,
+                "pm.max_spare_servers = %d" % max_spare,
+            ] if pm == "dynamic" else []) + [
                 "clear_env = no",
                 "catch_workers_output = yes",
                 "decorate_workers_output = no",

@@ -131,7 +131,7 @@ class RemoteAddrForPhp(unittest.TestCase):
     """REMOTE_ADDR, as a real php-fpm sees it, is the client the PROXY header names."""
 
     def test_remote_addr(self):
-        # One reactor, whose pooled connection to the php-fpm child is reused.
+        # One reactor; php-fpm sees the address through the CGI parameters alone.
         with phpfpm.PhpFpm(children=2) as fpm:
             server = Lepus(["--fastcgi", fpm.address, "--threads", "1", "--proxy-protocol",
                             "--real-ip-from", "127.0.0.1"])

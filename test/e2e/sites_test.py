@@ -459,8 +459,9 @@ class FastCgiGauges(unittest.TestCase):
         require_backends()
         fpm = phpfpm.PhpFpm(children=2)
         self.addCleanup(fpm.cleanup)
+        # Kept alive, so that the connection returns to the pool and counts as idle.
         server = Lepus(["--fastcgi", fpm.address, "--fastcgi-pool", "1", "--threads", "1",
-                        "--status-path", "/_lepus/status"])
+                        "--fastcgi-keepalive", "on", "--status-path", "/_lepus/status"])
         shutil.copy(os.path.join(phpfpm.PHP_DIR, "slow.php"), server.root)
         results = []
 
