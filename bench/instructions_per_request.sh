@@ -137,7 +137,13 @@ count() {
   local pid=$! probe=()
   [ "$row" = h2c ] && probe=(--http2-prior-knowledge)
   for _ in $(seq 100); do curl -s "${probe[@]}" -o /dev/null "http://127.0.0.1:$port/" && break; sleep 0.2; done
-  load "$row" "$port" "$requests" || { kill -TERM $pid; wait $pid || true; return 1; }
+  if ! load "$row" "$port" "$requests"; then
+    kill -TERM $pid 2>/dev/null || true
+    wait $pid || true
+    echo "$server's output under valgrind:" >&2
+    tail -5 "$work/vg.log" >&2
+    return 1
+  fi
   kill -TERM $pid
   wait $pid || true
   # "summary:" is the Ir total of one file (one file per thread is summed). The
