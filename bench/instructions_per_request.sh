@@ -141,7 +141,7 @@ count() {
     kill -TERM $pid 2>/dev/null || true
     wait $pid || true
     echo "$server's output under valgrind:" >&2
-    tail -5 "$work/vg.log" >&2
+    grep -v "^==" "$work/vg.log" | tail -5 >&2
     return 1
   fi
   kill -TERM $pid
