@@ -1,25 +1,51 @@
 #!/usr/bin/env bash
 # bench/instructions_per_request.sh [LEPUS_BINARY]
 #
-# User-space instructions per keepalive request for a small page, counted by
-# callgrind (repeatable on a noisy machine, unlike wall time), for lepus and
-# for nginx measured the same way. Each server runs one process/thread under
-# callgrind; `ab -k -c 10` sends N1 and then N2 requests in two separate runs,
-# and the difference divided by (N2 - N1) removes start-up and shutdown costs.
+# User-space instructions per keepalive request, counted by callgrind
+# (repeatable on a noisy machine, unlike wall time), for lepus and for nginx
+# measured the same way. Each server runs one process/thread under callgrind;
+# the client sends N1 and then N2 requests in two separate runs, and the
+# difference divided by (N2 - N1) removes start-up and shutdown costs.
+#
+# ROWS (default "h1 h2c fastcgi") picks what is measured:
+#   h1       `ab -k -n N -c 10` for `/`, a 612-byte index.html, over HTTP/1.1.
+#   h2c      `h2load -n N -c 10 -m 10` for the same `/`, HTTP/2 with prior
+#            knowledge: ten connections of ten streams each.
+#   fastcgi  `ab -k -n N -c 4` for /hello.php (`<?php echo "hello";`) through a
+#            php-fpm this script starts (static pool of 4, unix socket, its own
+#            config in the temp dir). php-fpm runs outside valgrind: only the
+#            web server's instructions are counted.
+# SERVERS (default "lepus nginx"): nginx 1.22 answers every row too (h2c on a
+# plain `listen ... http2`, fastcgi_pass without upstream keepalive).
 # SERVERS="lepus lepus-uring nginx" would add lepus on --io uring, but Debian 12's
 # valgrind 3.19 does not model io_uring: lepus never starts serving under it.
-# Needs: valgrind, nginx, apache2-utils (ab).
+# LEPUS_ARGS adds arguments to lepus's command line (word-split), e.g.
+# LEPUS_ARGS="--fastcgi-keepalive on", so that one script measures either.
+# Needs: valgrind, nginx, apache2-utils (ab), nghttp2-client (h2load), php-fpm.
 set -euo pipefail
 lepus=${1:-build/release/src/server/lepus}
 lepus=$(realpath "$lepus")
 n1=${N1:-2000}
 n2=${N2:-12000}
+read -ra lepus_args <<<"${LEPUS_ARGS:-}"
 work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
+php_fpm_pid=
+cleanup() {
+  if [ -n "$php_fpm_pid" ]; then
+    kill -QUIT "$php_fpm_pid" 2>/dev/null || true
+    wait "$php_fpm_pid" 2>/dev/null || true
+  fi
+  rm -rf "$work"
+}
+trap cleanup EXIT
 mkdir -p "$work/www"
-head -c 612 /dev/zero | tr '\0' 'x' > "$work/www/index.html"
+head -c 612 /dev/zero | tr '\0' 'x' >"$work/www/index.html"
+echo '<?php echo "hello";' >"$work/www/hello.php"
+php_socket=$work/php.sock
 
-cat > "$work/nginx.conf" <<CONF
+# Ports: lepus listens on 18230 for every row; nginx has one server per row.
+declare -A nginx_port=([h1]=18231 [h2c]=18232 [fastcgi]=18233)
+cat >"$work/nginx.conf" <<CONF
 worker_processes 1;
 master_process off;
 daemon off;
@@ -32,39 +58,107 @@ http {
   tcp_nopush on;
   keepalive_timeout 300s;
   keepalive_requests 1000000;
-  server { listen 127.0.0.1:18231; root $work/www; }
+  http2_max_requests 1000000;
+  server { listen 127.0.0.1:${nginx_port[h1]}; root $work/www; }
+  server { listen 127.0.0.1:${nginx_port[h2c]} http2; root $work/www; }
+  server {
+    listen 127.0.0.1:${nginx_port[fastcgi]};
+    root $work/www;
+    location ~ \.php\$ {
+      include /etc/nginx/fastcgi_params;
+      fastcgi_param SCRIPT_FILENAME \$document_root\$fastcgi_script_name;
+      fastcgi_pass unix:$php_socket;
+    }
+  }
 }
 CONF
 
-# count SERVER REQUESTS: total instructions of one server run that answered REQUESTS requests.
+# start_php_fpm: a php-fpm with a static pool of 4 on $php_socket, as
+# test/e2e/phpfpm.py starts it; as root it needs --allow-to-run-as-root.
+start_php_fpm() {
+  local binary=${PHP_FPM:-$(command -v php-fpm8.2 || command -v php-fpm || echo /usr/sbin/php-fpm8.2)}
+  cat >"$work/php-fpm.conf" <<CONF
+[global]
+pid = $work/php-fpm.pid
+error_log = $work/php-fpm.log
+daemonize = no
+
+[bench]
+listen = $php_socket
+listen.mode = 0666
+pm = static
+pm.max_children = 4
+pm.max_requests = 0
+CONF
+  local root_flag=()
+  [ "$(id -u)" -eq 0 ] && root_flag=(--allow-to-run-as-root)
+  "$binary" --nodaemonize --fpm-config "$work/php-fpm.conf" "${root_flag[@]}" \
+    >"$work/php-fpm.out" 2>&1 &
+  php_fpm_pid=$!
+  for _ in $(seq 100); do [ -S "$php_socket" ] && return; sleep 0.1; done
+  echo "php-fpm did not start: $(cat "$work/php-fpm.log" "$work/php-fpm.out" 2>/dev/null)" >&2
+  exit 1
+}
+
+# load ROW PORT REQUESTS: the row's client, bounded in time as in count.
+load() {
+  local row=$1 port=$2 requests=$3
+  case $row in
+    h1) timeout 600 ab -q -k -s 60 -n "$requests" -c 10 "http://127.0.0.1:$port/" ;;
+    h2c) timeout 600 h2load -n "$requests" -c 10 -m 10 -T 60 "http://127.0.0.1:$port/" ;;
+    fastcgi) timeout 600 ab -q -k -s 60 -n "$requests" -c 4 "http://127.0.0.1:$port/hello.php" ;;
+  esac >"$work/load.log" || { cat "$work/load.log" >&2; return 1; }
+  # A row whose responses were not all 200 measured something else.
+  if grep -qE '^(Non-2xx responses|Failed requests): +[1-9]' "$work/load.log" ||
+    { [ "$row" = h2c ] && ! grep -qE "^status codes: $requests 2xx" "$work/load.log"; }; then
+    echo "$row on port $port: not every response was a 200:" >&2
+    cat "$work/load.log" >&2
+    return 1
+  fi
+}
+
+# count ROW SERVER REQUESTS: total instructions of one server run that answered
+# REQUESTS requests (and one readiness probe, the same in every run).
 count() {
-  local server=$1 requests=$2 out="$work/cg.$1.$2"
+  local row=$1 server=$2 requests=$3 out="$work/cg.$1.$2.$3" port
   if [ "$server" != nginx ]; then
-    local io=epoll
+    local io=epoll row_args=()
     [ "$server" = lepus-uring ] && io=uring
+    [ "$row" = fastcgi ] && row_args=(--fastcgi "unix:$php_socket")
     valgrind --tool=callgrind --callgrind-out-file="$out" "$lepus" "$work/www" --listen 127.0.0.1:18230 \
       --threads 1 --no-pin --io $io --access-log off --keepalive-timeout 300s \
-      --keepalive-requests 1000000 >/dev/null 2>"$work/vg.log" &
+      --keepalive-requests 1000000 "${row_args[@]}" "${lepus_args[@]}" >/dev/null 2>"$work/vg.log" &
     port=18230
   else
     valgrind --tool=callgrind --callgrind-out-file="$out" nginx -c "$work/nginx.conf" -p "$work" \
       >/dev/null 2>"$work/vg.log" &
-    port=18231
+    port=${nginx_port[$row]}
   fi
-  local pid=$!
-  for _ in $(seq 100); do curl -s -o /dev/null "http://127.0.0.1:$port/" && break; sleep 0.2; done
-  ab -q -k -n "$requests" -c 10 "http://127.0.0.1:$port/" >/dev/null
-  kill -TERM $pid; wait $pid || true
+  local pid=$! probe=()
+  [ "$row" = h2c ] && probe=(--http2-prior-knowledge)
+  for _ in $(seq 100); do curl -s "${probe[@]}" -o /dev/null "http://127.0.0.1:$port/" && break; sleep 0.2; done
+  if ! load "$row" "$port" "$requests"; then
+    kill -TERM $pid 2>/dev/null || true
+    wait $pid || true
+    echo "$server's output under valgrind:" >&2
+    grep -v "^==" "$work/vg.log" | tail -5 >&2
+    return 1
+  fi
+  kill -TERM $pid
+  wait $pid || true
   # "summary:" is the Ir total of one file (one file per thread is summed). The
   # file repeats it as "totals:": counting both, as this script did before
   # 2026-11-24, doubled every figure (ratios were right, absolute numbers 2x).
   cat "$out"* | awk '/^summary:/ {s += $2} END {print s}'
 }
 
-for server in ${SERVERS:-lepus nginx}; do
-  # Each run also answers the one readiness probe from curl.
-  a=$(count $server $n1)
-  b=$(count $server $n2)
-  awk -v s=$server -v a="$a" -v b="$b" -v n=$((n2 - n1)) \
-    'BEGIN {printf "%s: %.0f instructions per request (%d requests)\n", s, (b - a) / n, n}'
+rows=${ROWS:-h1 h2c fastcgi}
+[[ " $rows " == *" fastcgi "* ]] && start_php_fpm
+for row in $rows; do
+  for server in ${SERVERS:-lepus nginx}; do
+    a=$(count "$row" "$server" "$n1")
+    b=$(count "$row" "$server" "$n2")
+    awk -v r="$row" -v s="$server" -v a="$a" -v b="$b" -v n=$((n2 - n1)) \
+      'BEGIN {printf "%s %s: %.0f instructions per request (%d requests)\n", r, s, (b - a) / n, n}'
+  done
 done
