@@ -1,11 +1,12 @@
 // Exchange: one request and its response, the unit a protocol engine hands to
 // the layer above and a handler answers. The HTTP/1.1 engine (http1_engine.h)
-// makes one per request; the HTTP/2 engine will make one per stream. Neither
+// makes one per request, the HTTP/2 engine one per stream. Neither
 // the router nor a handler knows which engine, or which transport, is below.
 //
 // A response is either complete when the handler returns (Response: a head, a
 // memory body and/or a file range: static files, redirects, the status page,
-// errors) or streamed (ResponseStream: FastCGI now, an HTTP backend later),
+// errors) or streamed (ResponseStream: FastCGI, an HTTP backend, and the
+// filters around them),
 // with back-pressure both ways: the engine offers the request body as the
 // client sends it and pulls response bytes as the client takes them.
 //
@@ -13,6 +14,8 @@
 //   ExchangeHandler::start     the head is complete: answer, or start a stream
 //   ResponseStream::offer_body request body bytes, decoded (no chunk framing)
 //   ResponseStream::poll       until its head is ready, then body() / consume()
+//   ExchangeHandler::redirect  the stream handed the exchange back before its
+//                              head (StreamState::Redirect: X-Accel-Redirect)
 //   ExchangeHandler::fail      the engine must answer an error itself (413, a
 //                              bad chunked body, a stream that failed before
 //                              its head): error pages apply, and may stream
@@ -32,6 +35,8 @@
 #include <string_view>
 
 namespace lepus {
+
+struct RouteState; // the layer above's (server/route_state.h)
 
 // What a handler may need to know of the connection (CGI variables, the
 // access log, access rules).
@@ -81,7 +86,16 @@ enum class StreamState : uint8_t {
     Ready,   // head() is valid; body() holds what has arrived
     Failed,  // failed before its head was taken: answer error_status()
     Broken,  // failed after its head was taken: the response cannot be completed
+    // Before its head: the layer above answers instead (an internal redirect,
+    // a script's X-Accel-Redirect), through ExchangeHandler::redirect.
+    Redirect,
 };
+
+// The stream gives nothing more of its own: the engine replaces or ends the answer.
+inline bool stream_stopped(StreamState state) {
+    return state == StreamState::Failed || state == StreamState::Broken ||
+           state == StreamState::Redirect;
+}
 
 // A response produced over time by a backend. All of its work happens inside
 // these calls, made by the engine while the request's views are valid; the
@@ -160,18 +174,13 @@ struct Exchange {
     // complete one it adds them to response.head itself).
     std::string stream_headers;
 
-    // What the layer above keeps for this exchange until finish(): its site,
-    // and whatever keeps that site alive across a reload.
-    std::shared_ptr<void> hold;
-    void* site = nullptr;
+    // What the layer above keeps for this exchange from start() to finish()
+    // (its site, where its routing stands: server/route_state.h); engines only
+    // carry it. finish() takes it back; an exchange dropped without finish()
+    // still frees it (the deleter is the layer above's).
+    std::unique_ptr<RouteState, void (*)(RouteState*)> route{nullptr, nullptr};
     // Times the layer above re-routed the exchange (an error page); it stops at one.
     int internal_redirects = 0;
-    // A stream that hands the exchange back to the layer above for another
-    // answer (a script's X-Accel-Redirect: server/x_accel.h) sets these, then
-    // reports Failed with error_status() 200: the URI to serve, and the
-    // backend's header lines to keep on that answer.
-    std::string internal_redirect;
-    std::string internal_redirect_headers;
     // The user HTTP basic auth let in (REMOTE_USER, AUTH_TYPE=Basic for a
     // script); empty when the path is not protected. The layer above sets it.
     std::string remote_user;
@@ -187,6 +196,10 @@ public:
     // body, a stream that failed before its head): fill exchange.response with
     // the error (the site's error page applies), or set exchange.stream again.
     virtual void fail(Exchange& exchange, int status, std::string_view extra_headers) = 0;
+    // A stream reported Redirect before its head: answer again, as fail() does
+    // (a complete response, or another stream), from what the stream left in
+    // the layer above's route state.
+    virtual void redirect(Exchange& exchange) = 0;
     // The answer is decided: count it on the status page and write its access
     // log line. Once per exchange: for a complete answer before it is written
     // (so that the status page never lags behind what a client has seen), for

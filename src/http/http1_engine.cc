@@ -392,6 +392,21 @@ Http1Engine::Step Http1Engine::respond_error(int status) {
 // An error the engine must answer after the head was parsed: through the
 // handler, so that the site's error page applies.
 Http1Engine::Step Http1Engine::fail_exchange(int status, std::string_view extra_headers) {
+    drop_answer();
+    context_.handler.fail(state_->exchange, status, extra_headers);
+    body_done_ = true;
+    return dispatch();
+}
+
+// A stream handed the exchange back (an internal redirect): the handler answers again.
+Http1Engine::Step Http1Engine::redirect_exchange() {
+    drop_answer();
+    context_.handler.redirect(state_->exchange);
+    body_done_ = true;
+    return dispatch();
+}
+
+void Http1Engine::drop_answer() {
     Exchange& exchange = state_->exchange;
     if (exchange.stream) {
         exchange.stream->release();
@@ -400,9 +415,6 @@ Http1Engine::Step Http1Engine::fail_exchange(int status, std::string_view extra_
     if (!body_done_) keep_alive_ = false; // the rest of the body is not worth reading
     exchange.keep_alive = keep_alive_;
     exchange.response.reset();
-    context_.handler.fail(exchange, status, extra_headers);
-    body_done_ = true;
-    return dispatch();
 }
 
 // Reads the request body: into the stream, or into the void.

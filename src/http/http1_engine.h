@@ -215,6 +215,9 @@ private:
     Step dispatch();
     Step respond_error(int status);
     Step fail_exchange(int status, std::string_view extra_headers = {});
+    Step redirect_exchange();
+    // Lets go of the answer in the making (the stream), before another.
+    void drop_answer();
     Step write_response();
     Step write_stalled(ssize_t result);
     Step start_writing();

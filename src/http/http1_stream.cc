@@ -63,14 +63,13 @@ Http1Engine::Step Http1Engine::stream() {
     // poll() first: it sends the request once a backend connection is there,
     // after which the stream can take the body bytes waiting here.
     StreamState state = stream.poll();
-    if (state == StreamState::Failed || state == StreamState::Broken) return stream_failed(state);
+    if (stream_stopped(state)) return stream_failed(state);
     if (!body_done_) {
         Step step = read_body();
         if (step == Step::Close || phase_ != Phase::Streaming) return step;
         // Waiting for the client's body does not stop the response.
         state = stream.poll(); // sends what the body gave
-        if (state == StreamState::Failed || state == StreamState::Broken)
-            return stream_failed(state);
+        if (stream_stopped(state)) return stream_failed(state);
     }
     if (peer_shut_ && body_done_ && !out_.finished && transport_.peer_left()) {
         // The client shut its side while the backend works. Nothing pending
@@ -93,6 +92,7 @@ Http1Engine::Step Http1Engine::stream_failed(StreamState state) {
                   int(request.target.size()), request.target.data());
         return Step::Close;
     }
+    if (state == StreamState::Redirect) return redirect_exchange();
     ResponseStream& stream = *state_->exchange.stream;
     // The lines live in the stream, which fail_exchange lets go first.
     std::string extra_headers(stream.error_headers());
@@ -186,8 +186,7 @@ Http1Engine::Step Http1Engine::relay_stream() {
         if (stream.body().empty()) {
             // Reading resumed by consume() may have met a failure.
             StreamState state = stream.poll();
-            if (state == StreamState::Failed || state == StreamState::Broken)
-                return stream_failed(state);
+            if (stream_stopped(state)) return stream_failed(state);
             if (stream.body().empty() && !stream.ended()) return Step::Wait;
         }
     }
@@ -282,7 +281,7 @@ Http1Engine::Step Http1Engine::tunnel() {
             waiting -= taken;
         }
         StreamState state = stream.poll(); // sends what was offered
-        if (state == StreamState::Failed || state == StreamState::Broken) return Step::Close;
+        if (stream_stopped(state)) return Step::Close;
         if (!stream.body().empty()) continue;
         if (stream.ended() || peer_closed_) return Step::Close;
         if (waiting > 0) return Step::Wait; // the stream is full: its progress brings us back

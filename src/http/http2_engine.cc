@@ -285,11 +285,13 @@ void Http2Engine::poll_streams() {
         if (!stream.submitted) {
             if (state == StreamState::Ready)
                 submit_stream_head(stream);
+            else if (state == StreamState::Redirect)
+                redirect_exchange(stream);
             else
                 fail_exchange(stream, backend.error_status(), std::string(backend.error_headers()));
             continue;
         }
-        if (state == StreamState::Failed || state == StreamState::Broken) {
+        if (stream_stopped(state)) {
             // Part of the answer is out: the stream is reset, never completed wrongly.
             reset_stream(id, NGHTTP2_INTERNAL_ERROR);
             continue;
@@ -446,8 +448,21 @@ void Http2Engine::submit_stream_head(Http2Stream& stream) {
 }
 
 void Http2Engine::fail_exchange(Http2Stream& stream, int status, std::string_view extra_headers) {
-    Exchange& exchange = stream.exchange;
     std::string extra(extra_headers); // the lines may live in the stream let go here
+    drop_answer(stream);
+    context_.handler.fail(stream.exchange, status, extra);
+    answer_again(stream);
+}
+
+// A stream handed the exchange back (an internal redirect): the handler answers again.
+void Http2Engine::redirect_exchange(Http2Stream& stream) {
+    drop_answer(stream);
+    context_.handler.redirect(stream.exchange);
+    answer_again(stream);
+}
+
+void Http2Engine::drop_answer(Http2Stream& stream) {
+    Exchange& exchange = stream.exchange;
     if (exchange.stream) {
         exchange.stream->release();
         exchange.stream.reset();
@@ -459,8 +474,10 @@ void Http2Engine::fail_exchange(Http2Stream& stream, int status, std::string_vie
         std::string().swap(stream.body_pending);
     }
     exchange.response.reset();
-    context_.handler.fail(exchange, status, extra);
-    if (exchange.stream) {
+}
+
+void Http2Engine::answer_again(Http2Stream& stream) {
+    if (stream.exchange.stream) {
         // An error page run by a script: relayed like any stream.
         stream.body_ended = false;
         stream.request_ended = true;

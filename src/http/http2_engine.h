@@ -136,6 +136,11 @@ private:
     void submit_stream_head(Http2Stream& stream);
     // The router must answer `status` itself (a stream failed, 413, 431).
     void fail_exchange(Http2Stream& stream, int status, std::string_view extra_headers = {});
+    void redirect_exchange(Http2Stream& stream);
+    // Lets go of the stream's answer in the making, before another.
+    void drop_answer(Http2Stream& stream);
+    // Sends the answer the handler gave again: relays a stream, or submits a response.
+    void answer_again(Http2Stream& stream);
     void offer_body(Http2Stream& stream);
     void finish_stream(Http2Stream& stream);
     void plan_deadline();

@@ -57,7 +57,7 @@ void AuthStream::route() {
     std::unique_ptr<ResponseStream> current = std::move(exchange_.stream);
     exchange_.stream_headers.clear(); // the router adds the site's header rules again
     exchange_.response.reset();
-    router_.continue_after_auth(exchange_, *verdict_, user_, rule_);
+    router_.resume(exchange_, *verdict_, user_, rule_);
     if (exchange_.stream)
         inner_ = std::move(exchange_.stream);
     else

@@ -50,43 +50,140 @@ Router::Router(Worker& worker, const ServerOptions& options)
         if (auto network = parse_cidr(text, error)) status_allow_.push_back(*network);
 }
 
-SiteHandlers& Router::pick_site(Exchange& exchange) {
-    if (exchange.site) return *static_cast<SiteHandlers*>(exchange.site);
+// The order of the steps is the order of nginx's phases: who the client is and
+// which site it asks, the server's own page, redirects (https_redirect first, so
+// that no password is asked for over plain HTTP), access (basic auth), then the
+// content handlers, the internal folder and the backend before the files.
+const Router::Step Router::kSteps[] = {
+    &Router::step_client,    &Router::step_site,      &Router::step_status_page,
+    &Router::step_redirects, &Router::step_access,    &Router::step_internal,
+    &Router::step_proxy,     &Router::step_try_files, &Router::step_handler,
+};
+
+RouteState& Router::route_of(Exchange& exchange) {
+    if (exchange.route) return *exchange.route;
+    std::unique_ptr<RouteState> route;
+    if (spare_routes_.empty()) {
+        route = std::make_unique<RouteState>();
+    } else {
+        route = std::move(spare_routes_.back());
+        spare_routes_.pop_back();
+    }
+    // Owned through exchange.route until finish() gives it back to the pool.
+    exchange.route = {route.release(), [](RouteState* state) { delete state; }};
+    return *exchange.route;
+}
+
+SiteHandlers& Router::site_of(Exchange& exchange, RouteState& route) {
+    if (route.site) return *route.site;
     // The set is kept until the exchange ends (SIGHUP may replace it): the
     // site's handlers, backend pool and log live in it.
-    const std::shared_ptr<ServingSet>& serving = worker_.serving();
-    SiteHandlers& site = serving->for_host(exchange.request->host);
-    exchange.hold = serving;
-    exchange.site = &site;
-    return site;
+    route.serving = worker_.serving();
+    route.site = &route.serving->for_host(exchange.request->host);
+    return *route.site;
 }
 
 void Router::start(Exchange& exchange) {
-    const Request& request = *exchange.request;
-    apply_forwarded_for(worker_.options(), exchange);
     ReactorLoad& load = worker_.reactor().load();
     load.requests_total.store(load.requests_total.load(std::memory_order_relaxed) + 1,
                               std::memory_order_relaxed);
-    SiteHandlers& site = pick_site(exchange);
-    worker_.publish_cache_stats();
-    const std::string& status_path = worker_.options().status_path;
-    if (!status_path.empty() && request.path == status_path) {
-        serve_status(worker_, status_allow_, exchange);
-        return;
-    }
-    if (redirect_to_https(exchange, site) || serve_redirect(exchange, site))
-        return add_rule_headers(exchange, site);
-    // As nginx's access phase: after the redirects (https_redirect first, so
-    // that no password is asked for over plain HTTP), before any handler.
-    if (site.config && !site.config->auth.empty() && request.path != "*") {
-        if (decode_path(request.path, path_) != 0) {
-            build_error_response(400, reply_context(exchange), exchange.response);
-            return add_rule_headers(exchange, site);
+    run_steps(exchange, route_of(exchange), 0);
+}
+
+void Router::run_steps(Exchange& exchange, RouteState& route, size_t first) {
+    for (size_t i = first; i < std::size(kSteps); ++i) {
+        switch ((this->*kSteps[i])(exchange, route)) {
+        case StepOutcome::Continue:
+            continue;
+        case StepOutcome::Pending:
+            // The step runs again when its wait is over (resume()).
+            route.next_step = uint8_t(i);
+            return;
+        case StepOutcome::Answered:
+            return answered(exchange, route);
         }
-        if (!authorize(exchange, site, path_)) return add_rule_headers(exchange, site);
     }
-    route_to_handler(exchange, site);
-    add_rule_headers(exchange, site);
+}
+
+void Router::answered(Exchange& exchange, RouteState& route) {
+    // The status page answers before a site is needed; every other answer is the site's.
+    if (route.site) add_rule_headers(exchange, *route.site);
+}
+
+void Router::resume(Exchange& exchange, bool granted, std::string_view user, const AuthRule& rule) {
+    RouteState& route = route_of(exchange);
+    if (!granted) {
+        site_of(exchange, route);
+        answer_unauthorized(exchange, route, rule);
+        return answered(exchange, route);
+    }
+    route.granted = &rule;
+    exchange.remote_user.assign(user);
+    if (route.next_step == kRedirectStep) {
+        serve_x_accel(exchange, route);
+        return answered(exchange, route);
+    }
+    run_steps(exchange, route, route.next_step);
+}
+
+Router::StepOutcome Router::step_client(Exchange& exchange, RouteState&) {
+    apply_forwarded_for(worker_.options(), exchange);
+    return StepOutcome::Continue;
+}
+
+Router::StepOutcome Router::step_site(Exchange& exchange, RouteState& route) {
+    site_of(exchange, route);
+    worker_.publish_cache_stats();
+    return StepOutcome::Continue;
+}
+
+Router::StepOutcome Router::step_status_page(Exchange& exchange, RouteState&) {
+    const std::string& status_path = worker_.options().status_path;
+    if (status_path.empty() || exchange.request->path != status_path) return StepOutcome::Continue;
+    serve_status(worker_, status_allow_, exchange);
+    return StepOutcome::Answered;
+}
+
+Router::StepOutcome Router::step_redirects(Exchange& exchange, RouteState& route) {
+    SiteHandlers& site = *route.site;
+    if (redirect_to_https(exchange, site) || serve_redirect(exchange, site))
+        return StepOutcome::Answered;
+    return StepOutcome::Continue;
+}
+
+// As nginx's access phase: after the redirects, before any handler.
+Router::StepOutcome Router::step_access(Exchange& exchange, RouteState& route) {
+    const SiteHandlers& site = *route.site;
+    if (!site.config || site.config->auth.empty() || exchange.request->path == "*")
+        return StepOutcome::Continue;
+    if (decode_path(exchange.request->path, path_) != 0) {
+        build_error_response(400, reply_context(exchange), exchange.response);
+        return StepOutcome::Answered;
+    }
+    if (authorize(exchange, route, path_)) return StepOutcome::Continue;
+    return exchange.stream ? StepOutcome::Pending : StepOutcome::Answered;
+}
+
+// The X-Accel folder is internal (nginx's `internal`): clients get 404.
+Router::StepOutcome Router::step_internal(Exchange& exchange, RouteState& route) {
+    const SiteHandlers& site = *route.site;
+    if (!site.x_accel || decode_path(exchange.request->path, path_) != 0 ||
+        !path_.starts_with(site.x_accel->prefix))
+        return StepOutcome::Continue;
+    if (exchange.request->has_body()) exchange.keep_alive = false;
+    build_error_response(404, reply_context(exchange), exchange.response);
+    apply_error_page(exchange, route, 404);
+    return StepOutcome::Answered;
+}
+
+Router::StepOutcome Router::step_proxy(Exchange& exchange, RouteState& route) {
+    if (!route.site->proxy || !route_to_proxy(exchange, route)) return StepOutcome::Continue;
+    return StepOutcome::Answered;
+}
+
+Router::StepOutcome Router::step_handler(Exchange& exchange, RouteState& route) {
+    route_request(exchange, route, *exchange.request, false);
+    return StepOutcome::Answered;
 }
 
 // The site's `https_redirect`, as nginx's `return 301 https://$host$request_uri`
@@ -128,10 +225,13 @@ bool Router::serve_redirect(Exchange& exchange, SiteHandlers& site) {
     return true;
 }
 
-bool Router::authorize(Exchange& exchange, SiteHandlers& site, std::string_view decoded_path) {
+bool Router::authorize(Exchange& exchange, RouteState& route, std::string_view decoded_path) {
+    SiteHandlers& site = *route.site;
     if (!site.config || site.config->auth.empty()) return true;
     const AuthRule* rule = find_auth_rule(*site.config, decoded_path);
-    if (!rule) return true;
+    // The verifier granted this rule for this exchange (resume()): the same
+    // credentials pass again without another check.
+    if (!rule || rule == route.granted) return true;
     std::string_view value;
     int fields = 0;
     for (const Header& header : exchange.request->headers)
@@ -146,7 +246,7 @@ bool Router::authorize(Exchange& exchange, SiteHandlers& site, std::string_view 
     std::optional<BasicCredentials> credentials;
     if (fields == 1) credentials = parse_basic_credentials(value, credentials_);
     if (!credentials) {
-        answer_unauthorized(exchange, site, *rule);
+        answer_unauthorized(exchange, route, *rule);
         return false;
     }
     std::shared_ptr<AuthCheck> check;
@@ -155,7 +255,7 @@ bool Router::authorize(Exchange& exchange, SiteHandlers& site, std::string_view 
         exchange.remote_user.assign(credentials->user);
         return true;
     case BasicAuth::Outcome::Denied:
-        answer_unauthorized(exchange, site, *rule);
+        answer_unauthorized(exchange, route, *rule);
         return false;
     case BasicAuth::Outcome::Busy:
         build_error_response(503, reply_context(exchange), exchange.response, "Retry-After: 1\r\n");
@@ -168,29 +268,13 @@ bool Router::authorize(Exchange& exchange, SiteHandlers& site, std::string_view 
     return false;
 }
 
-void Router::answer_unauthorized(Exchange& exchange, SiteHandlers& site, const AuthRule& rule) {
+void Router::answer_unauthorized(Exchange& exchange, RouteState& route, const AuthRule& rule) {
     // RFC 7617 §2.1: charset="UTF-8" tells the client how to encode the
     // user and password (the file's bytes are compared as they are).
     std::string challenge =
         "WWW-Authenticate: Basic realm=\"" + rule.realm + "\", charset=\"UTF-8\"\r\n";
     build_error_response(401, reply_context(exchange), exchange.response, challenge);
-    apply_error_page(exchange, site, 401);
-}
-
-void Router::continue_after_auth(Exchange& exchange, bool granted, std::string_view user,
-                                 const AuthRule& rule) {
-    SiteHandlers& site = pick_site(exchange);
-    if (granted) {
-        exchange.remote_user.assign(user);
-        // A script's X-Accel target under auth (serve_x_accel), or the request.
-        if (!exchange.internal_redirect.empty())
-            serve_x_accel(exchange, site);
-        else
-            route_to_handler(exchange, site);
-    } else {
-        answer_unauthorized(exchange, site, rule);
-    }
-    add_rule_headers(exchange, site);
+    apply_error_page(exchange, route, 401);
 }
 
 std::string_view Router::supplied_user(const Exchange& exchange) {
@@ -202,29 +286,18 @@ std::string_view Router::supplied_user(const Exchange& exchange) {
     return {};
 }
 
-void Router::route_to_handler(Exchange& exchange, SiteHandlers& site) {
-    // The X-Accel folder is internal (nginx's `internal`): clients get 404.
-    if (site.x_accel && decode_path(exchange.request->path, path_) == 0 &&
-        path_.starts_with(site.x_accel->prefix)) {
-        if (exchange.request->has_body()) exchange.keep_alive = false;
-        build_error_response(404, reply_context(exchange), exchange.response);
-        return apply_error_page(exchange, site, 404);
-    }
-    if (site.proxy && route_to_proxy(exchange, site)) return;
-    if (site.try_files && try_files(exchange, site)) return;
-    route_request(exchange, site, *exchange.request, false);
-}
-
 // nginx's try_files: the candidates are checked on the decoded path, with the
 // files' confinement (StaticHandler::probe); the first that exists is served
 // as if it had been asked for, and the fallback takes every other request.
 // A candidate the files refuse (a link --symlinks refuses) is routed too, so
 // that it gets the 403 and the warn line it gets without try_files: falling
 // through to a front controller's 404 page would hide why (issue 31).
-bool Router::try_files(Exchange& exchange, SiteHandlers& site) {
+Router::StepOutcome Router::step_try_files(Exchange& exchange, RouteState& route) {
+    SiteHandlers& site = *route.site;
     const Request& request = *exchange.request;
     // "OPTIONS *" and undecodable paths: the handlers' own answers (204, 400).
-    if (request.path == "*" || decode_path(request.path, path_) != 0) return false;
+    if (!site.try_files || request.path == "*" || decode_path(request.path, path_) != 0)
+        return StepOutcome::Continue;
     const std::vector<TryFiles::Candidate>& candidates = site.try_files->candidates;
     for (size_t i = 0; i + 1 < candidates.size(); ++i) {
         TryFiles::expand_path(candidates[i], path_, candidate_);
@@ -238,16 +311,15 @@ bool Router::try_files(Exchange& exchange, SiteHandlers& site) {
         // the files answer with their usual 301 to it (relative links work).
         if (candidate_ == path_ || (want_directory && candidate_.size() == path_.size() + 1 &&
                                     candidate_.starts_with(path_)))
-            return false;
-        rewrite(exchange, site, candidate_, request.query, request);
-        return true;
+            return StepOutcome::Continue;
+        return rewrite(exchange, route, candidate_, request.query, request);
     }
     const TryFiles::Candidate& fallback = candidates.back();
     if (fallback.status) {
         if (request.has_body()) exchange.keep_alive = false; // its body stays unread
         build_error_response(fallback.status, reply_context(exchange), exchange.response);
-        apply_error_page(exchange, site, fallback.status);
-        return true;
+        apply_error_page(exchange, route, fallback.status);
+        return StepOutcome::Answered;
     }
     TryFiles::expand_path(fallback, path_, candidate_);
     std::string query;
@@ -255,26 +327,29 @@ bool Router::try_files(Exchange& exchange, SiteHandlers& site) {
         TryFiles::expand_query(fallback, path_, request.query, query);
     else
         query.assign(request.query);
-    rewrite(exchange, site, candidate_, query, request);
-    return true;
+    return rewrite(exchange, route, candidate_, query, request);
 }
 
-void Router::rewrite(Exchange& exchange, SiteHandlers& site, std::string_view decoded_path,
-                     std::string_view query, const Request& request) {
+Router::StepOutcome Router::rewrite(Exchange& exchange, RouteState& route,
+                                    std::string_view decoded_path, std::string_view query,
+                                    const Request& request) {
     // The path it goes to may be protected where the client's is not (nginx
     // runs the access phase again after try_files' internal redirect).
-    if (!authorize(exchange, site, decoded_path)) return;
+    if (!authorize(exchange, route, decoded_path))
+        return exchange.stream ? StepOutcome::Pending : StepOutcome::Answered;
     rewritten_path_.clear();
     append_percent_encoded(decoded_path, rewritten_path_);
     rewritten_query_.assign(query);
     Request rewritten = request;
     rewritten.path = rewritten_path_;
     rewritten.query = rewritten_query_;
-    route_request(exchange, site, rewritten, true);
+    route_request(exchange, route, rewritten, true);
+    return StepOutcome::Answered;
 }
 
-void Router::route_request(Exchange& exchange, SiteHandlers& site, const Request& request,
+void Router::route_request(Exchange& exchange, RouteState& route, const Request& request,
                            bool rewritten) {
+    SiteHandlers& site = *route.site;
     if (fastcgi::ScriptResolver* scripts = site.scripts.get()) {
         switch (scripts->route(request, exchange.now_ms)) {
         case fastcgi::RouteKind::Static:
@@ -283,7 +358,7 @@ void Router::route_request(Exchange& exchange, SiteHandlers& site, const Request
             // The body of a request for a script that cannot run stays unread.
             if (request.has_body()) exchange.keep_alive = false;
             build_error_response(scripts->status(), reply_context(exchange), exchange.response);
-            return apply_error_page(exchange, site, scripts->status());
+            return apply_error_page(exchange, route, scripts->status());
         case fastcgi::RouteKind::Script: {
             std::string server_name;
             if (site.config && !site.config->server_names.empty())
@@ -299,25 +374,27 @@ void Router::route_request(Exchange& exchange, SiteHandlers& site, const Request
                 target.rewritten_query = request.query;
             }
             exchange.stream = std::make_unique<fastcgi::FastCgiExchange>(
-                static_cast<ServingSet*>(exchange.hold.get())->pool_of(site), exchange, target);
-            // X-Accel-Redirect / X-Sendfile (the files answer instead: fail()), compression.
+                route.serving->pool_of(site), exchange, target);
+            // X-Accel-Redirect / X-Sendfile (the files answer instead: redirect()), compression.
             return wrap_response_stream(exchange, site, StreamOrigin::Script);
         }
         }
     }
     site.files->handle(request, exchange.keep_alive, exchange.now_s, exchange.now_ms,
                        exchange.response);
-    if (exchange.response.status >= 400) apply_error_page(exchange, site, exchange.response.status);
+    if (exchange.response.status >= 400)
+        apply_error_page(exchange, route, exchange.response.status);
 }
 
-void Router::apply_error_page(Exchange& exchange, SiteHandlers& site, int status) {
+void Router::apply_error_page(Exchange& exchange, RouteState& route, int status) {
+    SiteHandlers& site = *route.site;
     if (!site.config || status < 400) return;
     const std::map<int, std::string>& pages = site.config->error_pages;
     auto page = pages.find(status);
     // One internal redirect at most: an error page that fails gets the built-in one.
     if (page == pages.end() || exchange.internal_redirects > 0) return;
     ++exchange.internal_redirects;
-    if (run_error_script(exchange, site, page->second, status)) return;
+    if (run_error_script(exchange, route, page->second, status)) return;
     // A page that cannot be served leaves the built-in one (logged by the handler if it is a 500).
     lepus::apply_error_page(*site.files, *exchange.request, page->second, exchange.now_s,
                             exchange.now_ms, exchange.response, page_scratch_);
@@ -325,8 +402,9 @@ void Router::apply_error_page(Exchange& exchange, SiteHandlers& site, int status
 
 // An error page that names a script runs it through php-fpm (nginx's
 // internal redirect), as a GET of the page, answered with the original status.
-bool Router::run_error_script(Exchange& exchange, SiteHandlers& site, std::string_view page,
+bool Router::run_error_script(Exchange& exchange, RouteState& route, std::string_view page,
                               int status) {
+    SiteHandlers& site = *route.site;
     fastcgi::ScriptResolver* scripts = site.scripts.get();
     if (!scripts) return false;
     Request fetch;
@@ -344,8 +422,8 @@ bool Router::run_error_script(Exchange& exchange, SiteHandlers& site, std::strin
                                  /*internal_redirect=*/true};
     exchange.response.reset();
     exchange.stream_status = status;
-    exchange.stream = std::make_unique<fastcgi::FastCgiExchange>(
-        static_cast<ServingSet*>(exchange.hold.get())->pool_of(site), exchange, target);
+    exchange.stream =
+        std::make_unique<fastcgi::FastCgiExchange>(route.serving->pool_of(site), exchange, target);
     wrap_response_stream(exchange, site, StreamOrigin::ErrorScript);
     return true;
 }
@@ -357,9 +435,10 @@ bool Router::run_error_script(Exchange& exchange, SiteHandlers& site, std::strin
 // replace the file's. As nginx's internal redirect, the target's basic auth
 // applies; unlike it, a target the site's scripts would run is refused (502),
 // so that a script's answer never serves a script's source.
-void Router::serve_x_accel(Exchange& exchange, SiteHandlers& site) {
-    std::string target = std::move(exchange.internal_redirect);
-    exchange.internal_redirect.clear();
+void Router::serve_x_accel(Exchange& exchange, RouteState& route) {
+    SiteHandlers& site = *route.site;
+    std::string target = std::move(route.redirect_target);
+    route.redirect_target.clear();
     std::string_view uri = target, query;
     if (size_t mark = uri.find('?'); mark != std::string_view::npos) {
         query = uri.substr(mark + 1);
@@ -375,7 +454,7 @@ void Router::serve_x_accel(Exchange& exchange, SiteHandlers& site) {
     fetch.query = query;
     fetch.content_length.reset();
     fetch.chunked = false;
-    if (decode_path(uri, path_) != 0) return refuse_x_accel(exchange, site, target, "undecodable");
+    if (decode_path(uri, path_) != 0) return refuse_x_accel(exchange, route, target, "undecodable");
     StaticHandler* files = site.files.get();
     std::string inner; // the path below the internal folder, still encoded
     if (site.x_accel && path_.starts_with(site.x_accel->prefix)) {
@@ -385,28 +464,30 @@ void Router::serve_x_accel(Exchange& exchange, SiteHandlers& site) {
         files = site.x_accel_files.get();
     } else if (site.scripts &&
                site.scripts->route(fetch, exchange.now_ms) != fastcgi::RouteKind::Static) {
-        return refuse_x_accel(exchange, site, target, "a script of the site, not a file");
+        return refuse_x_accel(exchange, route, target, "a script of the site, not a file");
     }
-    if (!authorize(exchange, site, path_)) {
-        // An AuthStream waits for the verifier: continue_after_auth serves the target.
-        if (exchange.stream) exchange.internal_redirect = std::move(target);
+    if (!authorize(exchange, route, path_)) {
+        // An AuthStream waits for the verifier: resume() serves the target.
+        if (exchange.stream) {
+            route.redirect_target = std::move(target);
+            route.next_step = kRedirectStep;
+        }
         return;
     }
     files->handle(fetch, exchange.keep_alive, exchange.now_s, exchange.now_ms, exchange.response);
     Response& response = exchange.response;
-    if (response.status >= 400) return apply_error_page(exchange, site, response.status);
-    replace_header_lines(exchange.internal_redirect_headers, response.head);
+    if (response.status >= 400) return apply_error_page(exchange, route, response.status);
+    replace_header_lines(route.redirect_headers, response.head);
 }
 
-void Router::refuse_x_accel(Exchange& exchange, SiteHandlers& site, std::string_view target,
+void Router::refuse_x_accel(Exchange& exchange, RouteState& route, std::string_view target,
                             const char* why) {
     const Request& request = *exchange.request;
-    log_error("the script for \"%.*s\" answered with the file \"%.*s\", which is refused (%s): "
-              "502",
+    log_error("the answer to \"%.*s\" named the file \"%.*s\", which is refused (%s): 502",
               int(request.target.size()), request.target.data(), int(target.size()), target.data(),
               why);
     build_error_response(502, reply_context(exchange), exchange.response);
-    apply_error_page(exchange, site, 502);
+    apply_error_page(exchange, route, 502);
 }
 
 void Router::add_rule_headers(Exchange& exchange, SiteHandlers& site) {
@@ -426,21 +507,26 @@ void Router::add_rule_headers(Exchange& exchange, SiteHandlers& site) {
 }
 
 void Router::fail(Exchange& exchange, int status, std::string_view extra_headers) {
-    SiteHandlers& site = pick_site(exchange);
-    if (status == 200 && !exchange.internal_redirect.empty()) {
-        serve_x_accel(exchange, site);
-        return add_rule_headers(exchange, site);
-    }
+    RouteState& route = route_of(exchange);
+    site_of(exchange, route);
     build_error_response(status, reply_context(exchange), exchange.response, extra_headers);
-    apply_error_page(exchange, site, status);
-    add_rule_headers(exchange, site);
+    apply_error_page(exchange, route, status);
+    answered(exchange, route);
+}
+
+void Router::redirect(Exchange& exchange) {
+    RouteState& route = route_of(exchange);
+    site_of(exchange, route);
+    serve_x_accel(exchange, route);
+    answered(exchange, route);
 }
 
 void Router::finish(Exchange& exchange) {
-    exchange.site = nullptr;
-    exchange.hold.reset();
+    if (exchange.route) {
+        exchange.route->reset();
+        spare_routes_.emplace_back(exchange.route.release());
+    }
     exchange.internal_redirects = 0;
-    exchange.internal_redirect.clear();
     exchange.remote_user.clear();
 }
 
@@ -450,7 +536,7 @@ void Router::account(Exchange& exchange, int status, uint64_t body_bytes) {
     WorkerStats::bump(stats.bytes_sent, body_bytes);
     if (status >= 100 && status < 600) WorkerStats::bump(stats.responses[size_t(status)]);
     // nginx's access_log per server: the site's own file, else the global one.
-    auto* site = static_cast<SiteHandlers*>(exchange.site);
+    const SiteHandlers* site = exchange.route ? exchange.route->site : nullptr;
     AsyncLogger& log = site && site->access_log ? *site->access_log : worker_.access_log();
     if (!log.enabled()) return;
     AccessLogEntry entry{};

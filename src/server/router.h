@@ -1,28 +1,33 @@
-// Router: the layer above the protocol engines. For each exchange it picks the
-// site (by Host), then, in this order, the status page, the site's redirects,
-// and the handler: a FastCGI script (a ResponseStream) or the static files (a
-// complete Response). Site rules are applied here, once, up front, whatever
-// the handler and the protocol:
-//   - header rules, matched on the decoded, normalised path, on every response
-//     of the site (static, scripts, redirects, errors);
-//   - error pages, as an internal redirect through the router (nginx's
-//     error_page): a page that names a script runs it, with the original status;
-//   - basic auth (server/basic_auth.h), after the redirects and before the
-//     handler, on the client's path and on a path try_files re-routes to;
-//   - the response filters (server/response_filters.h: X-Accel-Redirect,
-//     compression) around every stream a handler returns.
-// It writes the access log line when an exchange ends.
+// Router: the layer above the protocol engines. Each exchange runs through an
+// ordered list of steps (nginx's phases, h2o's handlers per path), each of
+// which answers Continue, Answered or Pending:
+//   client        the client address after --real-ip-from (X-Forwarded-For)
+//   site          the site for the Host, kept alive with its serving set
+//   status page   --status-path
+//   redirects     https_redirect, then the site's redirects
+//   access        basic auth (server/basic_auth.h); Pending while a verifier
+//                 thread checks a password (AuthStream), then resumed
+//   internal      the X-Accel folder is not for clients: 404
+//   proxy         the site's HTTP backend (router_proxy.cc)
+//   try_files     rewrite to the first candidate that exists, or the fallback
+//   handler       a script (FastCGI) or the static files
+// A handler's stream then passes the response filters
+// (server/response_filters.h: X-Accel, compression), and every answer,
+// complete or streamed, gets the site's header rules and error pages here.
+// The access log line is written when the exchange is accounted.
 //
-// To add a response header rule kind: site_table.cc (append_rule_headers).
-// To add a handler: route_to_handler() below; pass its stream to
-// wrap_response_stream().
+// To add a step: a member below and one line in kSteps (router.cc). To add a
+// response filter: response_filters.cc. To add a header rule kind:
+// site_table.cc (append_rule_headers).
 #pragma once
 
 #include "http/exchange.h"
 #include "net/cidr.h"
 #include "server/basic_auth.h"
 #include "server/options.h"
+#include "server/route_state.h"
 
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -38,56 +43,83 @@ public:
 
     void start(Exchange& exchange) override;
     void fail(Exchange& exchange, int status, std::string_view extra_headers) override;
+    void redirect(Exchange& exchange) override;
     void account(Exchange& exchange, int status, uint64_t body_bytes) override;
     void finish(Exchange& exchange) override;
 
-    // An AuthStream's verdict is in: routes the exchange as start() would
-    // have (as `user`), or answers 401 for `rule`.
-    void continue_after_auth(Exchange& exchange, bool granted, std::string_view user,
-                             const AuthRule& rule);
+    // A Pending step's wait is over (an AuthStream's verdict for `rule`):
+    // routing goes on where it stopped (as `user`), or answers 401.
+    void resume(Exchange& exchange, bool granted, std::string_view user, const AuthRule& rule);
+
+    enum class StepOutcome : uint8_t {
+        Continue, // the next step decides
+        Answered, // exchange.response or exchange.stream holds the answer
+        Pending,  // exchange.stream waits for something; resume() goes on
+    };
+    using Step = StepOutcome (Router::*)(Exchange&, RouteState&);
+    // RouteState::next_step for a handler's internal redirect, past the steps.
+    static constexpr uint8_t kRedirectStep = 0xff;
 
 private:
-    // Chooses the site for the exchange's Host and keeps it (and its serving set) alive.
-    SiteHandlers& pick_site(Exchange& exchange);
-    bool serve_redirect(Exchange& exchange, SiteHandlers& site);
+    // Runs the steps from `first` until one answers or waits.
+    void run_steps(Exchange& exchange, RouteState& route, size_t first);
+    // The answer is decided: the site's header rules go on it.
+    void answered(Exchange& exchange, RouteState& route);
+
+    // The steps, in their order (kSteps in router.cc).
+    StepOutcome step_client(Exchange& exchange, RouteState& route);
+    StepOutcome step_site(Exchange& exchange, RouteState& route);
+    StepOutcome step_status_page(Exchange& exchange, RouteState& route);
+    StepOutcome step_redirects(Exchange& exchange, RouteState& route);
+    StepOutcome step_access(Exchange& exchange, RouteState& route);
+    StepOutcome step_internal(Exchange& exchange, RouteState& route);
+    StepOutcome step_proxy(Exchange& exchange, RouteState& route);
+    StepOutcome step_try_files(Exchange& exchange, RouteState& route);
+    StepOutcome step_handler(Exchange& exchange, RouteState& route);
+    static const Step kSteps[];
+
+    // The route state of an exchange the router started (a fresh one from
+    // the pool when it has none yet: fail() before start()).
+    RouteState& route_of(Exchange& exchange);
+    // The site, chosen once per exchange by its Host (step_site).
+    SiteHandlers& site_of(Exchange& exchange, RouteState& route);
     bool redirect_to_https(Exchange& exchange, SiteHandlers& site);
-    void route_to_handler(Exchange& exchange, SiteHandlers& site);
+    bool serve_redirect(Exchange& exchange, SiteHandlers& site);
     // Basic auth for `decoded_path`: true when the request goes on (an open
-    // path, or verified credentials), else its answer is set (401, 400, 503,
-    // or an AuthStream that waits for the verifier).
-    bool authorize(Exchange& exchange, SiteHandlers& site, std::string_view decoded_path);
-    void answer_unauthorized(Exchange& exchange, SiteHandlers& site, const AuthRule& rule);
+    // path, verified credentials, or a rule the verifier granted for this
+    // exchange), else its answer is set (401, 400, 503, or an AuthStream
+    // that waits for the verifier).
+    bool authorize(Exchange& exchange, RouteState& route, std::string_view decoded_path);
+    void answer_unauthorized(Exchange& exchange, RouteState& route, const AuthRule& rule);
     // The user name an Authorization header supplies, verified or not (the access log's).
     std::string_view supplied_user(const Exchange& exchange);
     // The site's HTTP backend, when the request is for it (server/router_proxy.cc).
-    bool route_to_proxy(Exchange& exchange, SiteHandlers& site);
-    // The site's try_files: serves the first candidate that exists, else the
-    // fallback (an internal re-route, or a status). False when try_files does
-    // not apply (none, or a path the handlers refuse themselves).
-    bool try_files(Exchange& exchange, SiteHandlers& site);
+    bool route_to_proxy(Exchange& exchange, RouteState& state);
     // Routes `request` (the client's, or one try_files re-routed) to the
     // script or the files; `rewritten`: the script must see its path and query.
-    void route_request(Exchange& exchange, SiteHandlers& site, const Request& request,
+    void route_request(Exchange& exchange, RouteState& route, const Request& request,
                        bool rewritten);
-    // Re-routes the exchange to `decoded_path`?`query` (method, headers and body kept).
-    void rewrite(Exchange& exchange, SiteHandlers& site, std::string_view decoded_path,
-                 std::string_view query, const Request& request);
+    // Re-routes the exchange to `decoded_path`?`query` (method, headers and
+    // body kept): Answered, or Pending while the target's password is checked.
+    StepOutcome rewrite(Exchange& exchange, RouteState& route, std::string_view decoded_path,
+                        std::string_view query, const Request& request);
     // The site's error page for `status`, if any, replaces the error answer in
     // exchange.response (a static page) or becomes a stream (a script).
-    void apply_error_page(Exchange& exchange, SiteHandlers& site, int status);
-    bool run_error_script(Exchange& exchange, SiteHandlers& site, std::string_view page,
-                          int status);
+    void apply_error_page(Exchange& exchange, RouteState& route, int status);
+    bool run_error_script(Exchange& exchange, RouteState& route, std::string_view page, int status);
     // The site's header rules for the request's decoded path, added to the
     // complete response or kept for the streamed one's head.
     void add_rule_headers(Exchange& exchange, SiteHandlers& site);
-    // Serves the file a script named (exchange.internal_redirect: server/x_accel.h).
-    void serve_x_accel(Exchange& exchange, SiteHandlers& site);
-    // A 502 for a target serve_x_accel will not serve, with one error-log line.
-    void refuse_x_accel(Exchange& exchange, SiteHandlers& site, std::string_view target,
+    // Serves the file a handler named (route.redirect_target: server/x_accel.h).
+    void serve_x_accel(Exchange& exchange, RouteState& route);
+    // A target serve_x_accel will not serve: 502, logged with `why`.
+    void refuse_x_accel(Exchange& exchange, RouteState& route, std::string_view target,
                         const char* why);
 
     Worker& worker_;
     std::vector<Cidr> status_allow_;
+    // Route states of finished exchanges, reused: no allocation per request.
+    std::vector<std::unique_ptr<RouteState>> spare_routes_;
     std::string path_;                             // scratch: the decoded path
     std::string candidate_;                        // scratch: a try_files candidate, expanded
     std::string rewritten_path_, rewritten_query_; // scratch: try_files's fallback

@@ -8,23 +8,27 @@
 
 namespace lepus {
 
-bool Router::route_to_proxy(Exchange& exchange, SiteHandlers& site) {
+bool Router::route_to_proxy(Exchange& exchange, RouteState& state) {
+    SiteHandlers& site = *state.site;
     const SiteHandlers::ProxyRoute& route = *site.proxy;
     const Request& request = *exchange.request;
     // Undecodable paths and "OPTIONS *": the files' own answers (400, 204).
     if (request.path == "*" || decode_path(request.path, path_) != 0) return false;
     if (route.paths.empty()) {
-        // Static files first: a file that exists is served by lepus.
-        if (site.files->probe(path_, exchange.now_ms) == StaticHandler::Probe::File) return false;
+        // Static files first: a file that exists is served by lepus, and one
+        // the files refuse (a link --symlinks refuses) gets their 403, not
+        // the backend (as try_files does, issue 31).
+        StaticHandler::Probe found = site.files->probe(path_, exchange.now_ms);
+        if (found == StaticHandler::Probe::File || found == StaticHandler::Probe::Refused)
+            return false;
     } else {
         bool match = false;
         for (const std::string& prefix : route.paths)
             match = match || path_.starts_with(prefix);
         if (!match) return false;
     }
-    auto& set = *static_cast<ServingSet*>(exchange.hold.get());
-    exchange.stream = std::make_unique<proxy::ProxyExchange>(set.proxy_of(site), exchange,
-                                                             proxy::ProxyTarget{route.host});
+    exchange.stream = std::make_unique<proxy::ProxyExchange>(
+        state.serving->proxy_of(site), exchange, proxy::ProxyTarget{route.host});
     // The same response filters as a script's: X-Accel-Redirect, compression.
     wrap_response_stream(exchange, site, StreamOrigin::Proxy);
     return true;

@@ -1,6 +1,8 @@
 #include "server/status_handler.h"
 
 #include "net/tls_transport.h"
+#include "server/route_state.h"
+#include "server/serving_set.h"
 #include "server/status_page.h"
 #include "server/worker.h"
 
@@ -74,7 +76,7 @@ void serve_status(Worker& worker, std::span<const Cidr> allow, Exchange& exchang
     if (request.method != Method::Get && request.method != Method::Head)
         return build_error_response(405, context, response, "Allow: GET, HEAD\r\n");
 
-    const auto& serving = *static_cast<const ServingSet*>(exchange.hold.get());
+    const ServingSet& serving = *exchange.route->serving;
     StatusSnapshot status = take_snapshot(worker, serving, exchange.now_ms);
     bool prometheus = request.query.find("format=prometheus") != std::string_view::npos;
     std::string& body = response.owned_body;

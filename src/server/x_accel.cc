@@ -3,6 +3,7 @@
 #include "base/ascii.h"
 #include "http/path.h"
 #include "log/error_log.h"
+#include "server/route_state.h"
 
 #include <filesystem>
 
@@ -119,7 +120,14 @@ StreamState XAccelStream::poll() {
     StreamState state = inner_->poll();
     if (state != StreamState::Ready) return state;
     if (verdict_ == Verdict::Unchecked) verdict_ = check(inner_->head());
-    return verdict_ == Verdict::PassThrough ? StreamState::Ready : StreamState::Failed;
+    switch (verdict_) {
+    case Verdict::PassThrough:
+        return StreamState::Ready;
+    case Verdict::Redirect:
+        return StreamState::Redirect;
+    default:
+        return StreamState::Failed;
+    }
 }
 
 XAccelStream::Verdict XAccelStream::check(const StreamHead& head) {
@@ -132,13 +140,13 @@ XAccelStream::Verdict XAccelStream::check(const StreamHead& head) {
     }
     if (redirect.empty() && sendfile.empty()) return Verdict::PassThrough;
     const Request& request = *exchange_.request;
-    std::string& uri = exchange_.internal_redirect;
+    std::string& uri = exchange_.route->redirect_target;
     uri.clear();
     if (!redirect.empty()) {
         // A URI of this site (nginx also has "@name" locations; lepus has none).
         std::string_view path = redirect.substr(0, redirect.find('?'));
         if (const char* why = unsafe_x_accel_path(path, true)) {
-            log_error("the script for \"%.*s\" answered X-Accel-Redirect \"%.*s\", which is "
+            log_error("the answer to \"%.*s\" carried X-Accel-Redirect \"%.*s\", which is "
                       "refused (%s): 502",
                       int(request.target.size()), request.target.data(), int(redirect.size()),
                       redirect.data(), why);
@@ -146,19 +154,19 @@ XAccelStream::Verdict XAccelStream::check(const StreamHead& head) {
         }
         uri.assign(redirect);
     } else if (const char* why = unsafe_x_accel_path(sendfile, false)) {
-        log_error("the script for \"%.*s\" answered X-Sendfile \"%.*s\", which is refused "
+        log_error("the answer to \"%.*s\" carried X-Sendfile \"%.*s\", which is refused "
                   "(%s): 502",
                   int(request.target.size()), request.target.data(), int(sendfile.size()),
                   sendfile.data(), why);
         return Verdict::Refused;
     } else if (!sendfile_uri(sendfile, uri)) {
-        log_error("the script for \"%.*s\" answered X-Sendfile \"%.*s\", which is not beneath "
+        log_error("the answer to \"%.*s\" carried X-Sendfile \"%.*s\", which is not beneath "
                   "the --x-accel folder %s: 502",
                   int(request.target.size()), request.target.data(), int(sendfile.size()),
                   sendfile.data(), x_accel_->root.c_str());
         return Verdict::Refused;
     }
-    std::string& lines = exchange_.internal_redirect_headers;
+    std::string& lines = exchange_.route->redirect_headers;
     lines.clear();
     for (const Header& header : head.headers) {
         if (!kept_on_x_accel(header.name)) continue;
@@ -179,14 +187,7 @@ bool XAccelStream::sendfile_uri(std::string_view path, std::string& uri) const {
 }
 
 int XAccelStream::error_status() const {
-    switch (verdict_) {
-    case Verdict::Redirect:
-        return 200; // not an error: fail() serves exchange.internal_redirect
-    case Verdict::Refused:
-        return 502;
-    default:
-        return inner_->error_status();
-    }
+    return verdict_ == Verdict::Refused ? 502 : inner_->error_status();
 }
 
 std::string_view XAccelStream::error_headers() const {

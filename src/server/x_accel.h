@@ -64,13 +64,13 @@ bool kept_on_x_accel(std::string_view header_name);
 // before the empty line.
 void replace_header_lines(std::string_view lines, std::string& head);
 
-// A script's stream, watched for X-Accel-Redirect / X-Sendfile. When its head
-// names a file, the stream reports Failed with error_status() 200 after
-// setting exchange.internal_redirect (the file's URI) and
-// exchange.internal_redirect_headers (the kept lines): the engine hands the
-// exchange back to the router's fail(), which serves the file. A target it
-// must refuse (X-Sendfile outside DIR, a relative URI, an unsafe path) is a
-// 502 with one line in the error log.
+// A backend's stream (a script's, or an HTTP backend's), watched for
+// X-Accel-Redirect / X-Sendfile. When its head names a file, the stream
+// reports Redirect after setting the route state's redirect_target (the
+// file's URI) and redirect_headers (the kept lines): the engine hands the
+// exchange back to the router's redirect(), which serves the file. A target
+// it must refuse (X-Sendfile outside DIR, a relative URI, an unsafe path) is
+// Failed with error_status() 502 and one line in the error log.
 class XAccelStream final : public ResponseStream {
 public:
     // `x_accel` null: the site has no internal folder (X-Sendfile passes through).

@@ -70,6 +70,10 @@ public:
         ReplyContext context{exchange.now_s, exchange.keep_alive, false, 1};
         build_error_response(status, context, exchange.response, extra_headers);
     }
+    void redirect(Exchange& exchange) override {
+        // No stream of these tests redirects; an answer that says so if one did.
+        fail(exchange, 508, {});
+    }
     void account(Exchange& exchange, int status, uint64_t body_bytes) override {
         finished.push_back({status, body_bytes, exchange.request != nullptr});
     }

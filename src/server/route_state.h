@@ -1,0 +1,48 @@
+// RouteState: what the router keeps for one exchange between its calls, owned
+// by the router (Exchange::route points to it from start() to finish()). The
+// engines never look inside: src/http only forward-declares it.
+//
+// It replaces a void* site and a shared_ptr<void> cast back where they were
+// used: the site and the serving set that keeps it alive are typed here, and
+// so is where a routing that had to wait (a password the verifier is still
+// checking) goes on.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+namespace lepus {
+
+struct AuthRule;
+struct ServingSet;
+struct SiteHandlers;
+
+struct RouteState {
+    // The serving set the exchange started with, kept until finish() (a
+    // SIGHUP may replace the worker's), and the site in it.
+    std::shared_ptr<ServingSet> serving;
+    SiteHandlers* site = nullptr;
+    // The step that runs when a Pending routing goes on (Router::resume);
+    // Router::kRedirectStep: a handler's internal redirect (X-Accel).
+    uint8_t next_step = 0;
+    // The rule whose password the verifier granted: a step that asks again
+    // for it (the step itself, run again, or try_files' target) passes.
+    const AuthRule* granted = nullptr;
+    // For a handler's internal redirect (X-Accel-Redirect): the URI to serve
+    // and the handler's header lines kept on that answer.
+    std::string redirect_target;
+    std::string redirect_headers;
+
+    // Back to a fresh state, keeping the strings' capacity.
+    void reset() {
+        serving.reset();
+        site = nullptr;
+        next_step = 0;
+        granted = nullptr;
+        redirect_target.clear();
+        redirect_headers.clear();
+    }
+};
+
+} // namespace lepus
