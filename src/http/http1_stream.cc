@@ -20,6 +20,7 @@
 // one its last bytes).
 #include "base/ascii.h"
 #include "http/http1_engine.h"
+#include "http/response.h"
 #include "log/error_log.h"
 
 #include <algorithm>
@@ -27,25 +28,6 @@
 #include <cstring>
 
 namespace lepus {
-namespace {
-
-void append_hex(size_t value, std::string& out) {
-    char digits[16];
-    size_t n = 0;
-    do {
-        digits[n++] = "0123456789abcdef"[value & 15];
-        value >>= 4;
-    } while (value);
-    while (n)
-        out.push_back(digits[--n]);
-}
-
-// RFC 9110 §6.4.1: no content for HEAD, 1xx, 204 and 304.
-bool has_no_body(const Request& request, int status) {
-    return request.is_head() || status < 200 || status == 204 || status == 304;
-}
-
-} // namespace
 
 Http1Engine::Step Http1Engine::start_stream() {
     Http1RequestState& s = *state_;
@@ -119,7 +101,7 @@ bool Http1Engine::build_stream_head() {
                   request.target.data(), head.status);
         return false;
     }
-    bool no_body = has_no_body(request, status);
+    bool no_body = response_has_no_body(request, status);
     std::optional<uint64_t> length = head.content_length;
     if (length && stream.ended() && stream.body().size() < *length && !no_body) {
         // Nothing is sent yet, so the client can still get an honest 502

@@ -392,7 +392,7 @@ void Http2Engine::submit_response(Http2Stream& stream) {
     provider.source.ptr = &stream;
     provider.read_callback = Http2Callbacks::read_body;
     bool body =
-        response.body_bytes() > 0 && !detail::has_no_body(*exchange.request, response.status);
+        response.body_bytes() > 0 && !response_has_no_body(*exchange.request, response.status);
     nghttp2_submit_response(session_, stream.id, nva.data(), nva.size(),
                             body ? &provider : nullptr);
 }
@@ -408,7 +408,7 @@ void Http2Engine::submit_stream_head(Http2Stream& stream) {
                   request.target.data(), head.status);
         return fail_exchange(stream, 502);
     }
-    bool no_body = detail::has_no_body(request, status);
+    bool no_body = response_has_no_body(request, status);
     std::optional<uint64_t> length = head.content_length;
     if (length && backend.ended() && backend.body().size() < *length && !no_body) {
         log_error("the backend's response to \"%.*s\" ended short of its Content-Length: 502",

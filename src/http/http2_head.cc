@@ -43,10 +43,6 @@ char* find_crlf(char* from, char* end) {
 
 } // namespace
 
-bool has_no_body(const Request& request, int status) {
-    return request.is_head() || status < 200 || status == 204 || status == 304;
-}
-
 // One pass over the copy: per line a memchr for its end and one for its
 // colon, the name lowercased a word at a time, the connection fields told by
 // length first. This runs once per HTTP/2 response: under callgrind (h2 over

@@ -60,11 +60,18 @@ constexpr StatusEntry kStatuses[] = {
     {505, "HTTP Version Not Supported"},
 };
 
-bool has_no_body(int status) {
-    return status < 200 || status == 204 || status == 304;
-}
-
 } // namespace
+
+void append_hex(uint64_t value, std::string& out) {
+    char digits[16];
+    size_t n = 0;
+    do {
+        digits[n++] = "0123456789abcdef"[value & 15];
+        value >>= 4;
+    } while (value);
+    while (n)
+        out.push_back(digits[--n]);
+}
 
 void append_decimal(uint64_t value, std::string& out) {
     char digits[24];
@@ -134,7 +141,7 @@ void build_error_response(int status, const ReplyContext& context, Response& out
     out.reset();
     begin_head(status, context.now, out);
     out.head.append(extra_headers);
-    if (!has_no_body(status)) {
+    if (!status_has_no_body(status)) {
         std::string_view reason = status_reason(status);
         std::string& page = out.owned_body;
         char code[16];

@@ -4,6 +4,7 @@
 #pragma once
 
 #include "http/file_cache.h"
+#include "http/request.h"
 
 #include <cstdint>
 #include <ctime>
@@ -51,6 +52,19 @@ void append_common_headers(time_t now, std::string& head);
 
 // Appends `value` in decimal (Content-Length, Content-Range).
 void append_decimal(uint64_t value, std::string& out);
+
+// Appends `value` in lower-case hexadecimal (chunk sizes).
+void append_hex(uint64_t value, std::string& out);
+
+// RFC 9110 §6.4.1: a response with `status` has no content (1xx, 204, 304).
+inline bool status_has_no_body(int status) {
+    return status < 200 || status == 204 || status == 304;
+}
+
+// No content is sent for this answer: the status says so, or the request was HEAD.
+inline bool response_has_no_body(const Request& request, int status) {
+    return request.is_head() || status_has_no_body(status);
+}
 
 // Clears out.head and writes the status line and the common headers.
 void begin_head(int status, time_t now, Response& out);

@@ -1,5 +1,6 @@
 #include "proxy/upstream.h"
 
+#include "http/response.h"
 #include "log/error_log.h"
 #include "log/log_escape.h"
 #include "net/transport.h"
@@ -19,17 +20,6 @@ namespace {
 // How long a backend that refused a connection is skipped (nginx's
 // fail_timeout=10s with max_fails=1).
 constexpr uint64_t kDownMs = 10000;
-
-void append_hex(size_t value, std::string& out) {
-    char digits[16];
-    size_t n = 0;
-    do {
-        digits[n++] = "0123456789abcdef"[value & 15];
-        value >>= 4;
-    } while (value);
-    while (n)
-        out.push_back(digits[--n]);
-}
 
 } // namespace
 

@@ -4,6 +4,7 @@
 // next, and which answers carry no body (RFC 9110 §6.4.1).
 #include "http/detail/http2_head.h"
 #include "http/exchange.h"
+#include "http/response.h"
 
 #include <gtest/gtest.h>
 #include <string>
@@ -75,16 +76,17 @@ TEST(Http2Head, BackendConnectionFieldsAreLepusOwn) {
         EXPECT_FALSE(lepus::is_backend_own_field(name)) << name;
 }
 
+// response.h's, shared by both engines.
 TEST(Http2Head, NoBodyForHeadInformational204And304) {
     Request get;
     Request head;
     head.method = Method::Head;
-    EXPECT_FALSE(has_no_body(get, 200));
-    EXPECT_FALSE(has_no_body(get, 404));
-    EXPECT_TRUE(has_no_body(head, 200));
-    EXPECT_TRUE(has_no_body(get, 103));
-    EXPECT_TRUE(has_no_body(get, 204));
-    EXPECT_TRUE(has_no_body(get, 304));
+    EXPECT_FALSE(lepus::response_has_no_body(get, 200));
+    EXPECT_FALSE(lepus::response_has_no_body(get, 404));
+    EXPECT_TRUE(lepus::response_has_no_body(head, 200));
+    EXPECT_TRUE(lepus::response_has_no_body(get, 103));
+    EXPECT_TRUE(lepus::response_has_no_body(get, 204));
+    EXPECT_TRUE(lepus::response_has_no_body(get, 304));
 }
 
 } // namespace

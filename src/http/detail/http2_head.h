@@ -11,9 +11,6 @@
 
 namespace lepus::detail {
 
-// RFC 9110 §6.4.1: no content for HEAD, 1xx, 204 and 304.
-bool has_no_body(const Request& request, int status);
-
 // The handlers' HTTP/1.1 head text ("HTTP/1.1 200 OK\r\nName: value\r\n...")
 // as an HTTP/2 header block in `fields`: ":status" first, names lowercased
 // (RFC 9113 §8.2.1), connection fields dropped (§8.2.2). The fields point into
