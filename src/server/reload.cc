@@ -22,7 +22,7 @@ namespace {
 // What a reload changes in the listening sockets: the new ones are opened (and
 // bound) before anything else changes, so a taken port refuses the reload.
 // With in-reactor accept each new address gets one SO_REUSEPORT socket per
-// reactor, as at start-up.
+// reactor, as at start-up; an address another process holds is refused.
 struct ListenChange {
     struct Opened {
         std::string text;
@@ -48,14 +48,9 @@ struct ListenChange {
                 return false;
             }
             ListenAddress address = *parse_listen(split_listen_scheme(text).address);
-            Opened item{text, {}};
-            for (size_t copy = 0; copy < copies; ++copy) {
-                // The same port for every copy, also when the first was given port 0.
-                if (copy > 0) address.address = local_address(item.fds.front().get());
-                UniqueFd fd = open_listener(address, listen_options(next, in_reactors), error);
-                if (!fd) return false;
-                item.fds.push_back(std::move(fd));
-            }
+            Opened item{text,
+                        open_listeners(address, listen_options(next, in_reactors), copies, error)};
+            if (item.fds.empty()) return false;
             opened.push_back(std::move(item));
         }
         for (const auto& [text, fd] : listening.sockets)

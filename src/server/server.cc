@@ -224,17 +224,16 @@ bool Server::State::open_listeners(std::string& error) {
     for (const std::string& text : options.listen) {
         ListenScheme scheme = split_listen_scheme(text);
         ListenAddress address = *parse_listen(scheme.address);
-        for (unsigned copy = 0; copy < (reuse_port ? threads : 1u); ++copy) {
-            if (copy > 0) address.address = bound.back(); // same port even when it was 0
-            UniqueFd fd = open_listener(address, listen_options(options, reuse_port), error);
-            if (!fd) return false;
-            if (copy == 0) {
-                bound.push_back(local_address(fd.get()));
-                urls.push_back(address.unix_path.empty() ? (scheme.tls ? "https://" : "http://") +
-                                                               bound.back().to_string() + "/"
-                                                         : "unix:" + address.unix_path);
-            }
-            if (copy == 0) listening.sockets.emplace_back(text, fd.get());
+        // One socket, or one per reactor; the port is this process's alone.
+        std::vector<UniqueFd> fds = lepus::open_listeners(
+            address, listen_options(options, reuse_port), reuse_port ? threads : 1u, error);
+        if (fds.empty()) return false;
+        bound.push_back(local_address(fds.front().get()));
+        urls.push_back(address.unix_path.empty()
+                           ? (scheme.tls ? "https://" : "http://") + bound.back().to_string() + "/"
+                           : "unix:" + address.unix_path);
+        listening.sockets.emplace_back(text, fds.front().get());
+        for (UniqueFd& fd : fds) {
             listeners.push_back(std::move(fd));
             listener_tls.push_back(scheme.tls);
             listener_texts.push_back(text);
