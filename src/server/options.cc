@@ -392,7 +392,11 @@ void add_process_options(CLI::App& app, ServerOptions& options, OptionTexts& tex
                    "Linux has its tls module; off")
         ->capture_default_str()
         ->check(CLI::IsMember({"on", "off"}));
-    app.add_option("--user", options.user, "Run as this user after binding (when started as root)");
+    app.add_option("--user", options.user,
+                   "Run as this user after binding (when started as root; default www-data, "
+                   "else nobody)");
+    app.add_flag("--allow-root", options.allow_root,
+                 "Serve as root when started as root (without --user, or with --user root)");
     app.add_option("--group", options.group, "Run as this group after binding");
 }
 
@@ -522,6 +526,8 @@ std::string finish_options(const CLI::App& app, ServerOptions& options, const Op
         return "--status-path must start with /";
     if (options.access_log.empty() || options.error_log.empty())
         return "log paths must not be empty";
+    if (std::string error = protect_from_root(options, app.count("--root") > 0); !error.empty())
+        return error;
     return check_root(options.root);
 }
 

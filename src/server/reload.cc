@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <grp.h>
 #include <memory>
@@ -192,7 +193,15 @@ bool drop_privileges(const ServerOptions& options, std::string& error) {
         error = std::string("cannot drop privileges: ") + strerror(errno);
         return false;
     }
-    log_info("running as uid %u gid %u", unsigned(uid), unsigned(gid));
+    // Issue 33: root was not told whom to run as; nginx's workers would not
+    // stay root either.
+    if (options.user_defaulted)
+        std::fprintf(stderr,
+                     "lepus: started as root: running as %s (--user to choose, --allow-root to "
+                     "stay root)\n",
+                     options.user.c_str());
+    log_info("running as uid %u gid %u%s", unsigned(uid), unsigned(gid),
+             options.user_defaulted ? " (started as root without --user)" : "");
     return true;
 }
 

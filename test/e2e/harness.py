@@ -20,6 +20,12 @@ import time
 import unittest
 
 BINARY = os.environ.get("LEPUS_BINARY", "")
+# REAL_BINARY is lepus itself. As root (as CI runs the tests) BINARY is a wrapper adding
+# --allow-root: started as root, lepus switches to www-data after binding
+# (issue 33), and the tests' scratch directories are root's alone (mkdtemp
+# makes them 0700), as are php-fpm's sockets. admin_test.py runs REAL_BINARY to
+# test that switch.
+REAL_BINARY = os.path.abspath(BINARY) if BINARY else ""
 # LEPUS_IO=uring runs the same tests on the io_uring backend (CTest registers
 # *_uring variants of the HTTP and FastCGI tests); stop() then checks that the
 # server really ran on it and did not fall back to epoll.
@@ -36,6 +42,26 @@ CURL = shutil.which("curl")
 OPENSSL = shutil.which("openssl")
 SANITIZER_MARKERS = ("ERROR: AddressSanitizer", "runtime error:", "WARNING: ThreadSanitizer",
                      "ERROR: LeakSanitizer")
+
+
+def _root_wrapper(binary):
+    """A script that runs `binary` with the caller's arguments and --allow-root,
+    in a directory removed at exit; readable by every user, since some tests
+    start lepus under another uid."""
+    import atexit
+    import shlex
+    directory = tempfile.mkdtemp(prefix="lepus-as-root-")
+    atexit.register(shutil.rmtree, directory, True)
+    os.chmod(directory, 0o755)
+    path = os.path.join(directory, "lepus")
+    with open(path, "w") as f:
+        f.write('#!/bin/sh\nexec %s "$@" --allow-root\n' % shlex.quote(os.path.abspath(binary)))
+    os.chmod(path, 0o755)
+    return path
+
+
+if BINARY and os.geteuid() == 0 and os.access(BINARY, os.X_OK):
+    BINARY = _root_wrapper(BINARY)
 
 
 def require_binary():
@@ -109,7 +135,7 @@ class Lepus:
     """One running lepus process."""
 
     def __init__(self, args=(), root=None, preexec=None, access_log=True, listen="127.0.0.1:0",
-                 protocol=None):
+                 protocol=None, binary=None):
         require_binary()
         # The protocol fetch() speaks: the matrix's (LEPUS_PROTOCOL) unless given.
         # "h2" adds an https:// listener with a test certificate (tls_port).
@@ -126,7 +152,7 @@ class Lepus:
         self.access_log = os.path.join(self.tmp, "access.log") if access_log else "off"
         self.error_log = os.path.join(self.tmp, "error.log")
         # listen=None: the addresses come from a config file in `args`.
-        cmd = [BINARY, self.root] + (["--listen", listen] if listen else []) + [
+        cmd = [binary or BINARY, self.root] + (["--listen", listen] if listen else []) + [
             "--access-log", self.access_log, "--error-log", self.error_log, "--log-level", "info"]
         if IO:
             cmd += ["--io", IO]
