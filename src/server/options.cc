@@ -397,6 +397,11 @@ void add_process_options(CLI::App& app, ServerOptions& options, OptionTexts& tex
                    "else nobody)");
     app.add_flag("--allow-root", options.allow_root,
                  "Serve as root when started as root (without --user, or with --user root)");
+    app.add_option("--pid-file", options.pid_file,
+                   "Write the process id to this file after binding (e.g. /run/lepus.pid)");
+    app.add_option("-s,--signal", options.signal,
+                   "Signal the lepus of --pid-file: reload, reopen (logs), stop or quit")
+        ->check(CLI::IsMember({"reload", "reopen", "stop", "quit"}));
     app.add_option("--group", options.group, "Run as this group after binding");
 }
 

@@ -9,6 +9,7 @@
 #include "net/socket.h"
 #include "net/tls_context.h"
 #include "net/tls_listen_scheme.h"
+#include "server/pid_file.h"
 #include "server/reload.h"
 #include "server/sd_notify.h"
 #include "server/site_table.h"
@@ -46,6 +47,7 @@ sigset_t server_signals() {
     sigset_t set;
     sigemptyset(&set);
     sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGQUIT); // lepus -s quit, as nginx's graceful stop
     sigaddset(&set, SIGINT);
     sigaddset(&set, SIGUSR1);
     sigaddset(&set, SIGHUP);
@@ -146,6 +148,7 @@ struct Server::State {
     bool load_tls(std::string& error);
     bool make_workers(std::string& error);
     bool make_acceptor(std::string& error);
+    bool write_pid_file(std::string& error);
     void start_threads();
     void wait_for_signals();
     void stop_threads();
@@ -155,6 +158,7 @@ struct Server::State {
     char** argv;
     Loggers logs;
     bool logs_started = false;
+    bool pid_file_written = false;
     IoBackend io = IoBackend::Epoll;
     unsigned threads = 1;
     int64_t max_connections = 0;
@@ -186,6 +190,7 @@ Server::~Server() {
     // The threads have joined (run() returned) or never started: every line
     // appended so far is written.
     if (state_->logs_started) state_->logs.stop();
+    if (state_->pid_file_written) remove_pid_file(state_->options.pid_file);
     // The Unix sockets served at the end, those a reload added included.
     for (const auto& [text, fd] : state_->listening.sockets)
         if (auto address = parse_listen(text)) remove_unix_listener(*address);
@@ -216,8 +221,9 @@ bool Server::start(std::string& error) {
     s.reuse_port = choose_in_reactor_accept(s.options, s.threads, s.accept_reason);
     // Listeners first: a taken port is the most common start-up failure.
     // Privileges go after every socket is bound and every root opened.
+    // The PID file too, so that root can write it in /run.
     return s.open_listeners(error) && s.load_tls(error) && s.make_workers(error) &&
-           s.make_acceptor(error) && drop_privileges(s.options, error);
+           s.make_acceptor(error) && s.write_pid_file(error) && drop_privileges(s.options, error);
 }
 
 bool Server::State::open_listeners(std::string& error) {
@@ -308,6 +314,12 @@ bool Server::State::make_acceptor(std::string& error) {
     return acceptor->init(error);
 }
 
+bool Server::State::write_pid_file(std::string& error) {
+    if (options.pid_file.empty()) return true;
+    pid_file_written = lepus::write_pid_file(options.pid_file, error);
+    return pid_file_written;
+}
+
 int Server::run() {
     State& s = *state_;
     s.start_threads();
@@ -372,7 +384,8 @@ void Server::State::wait_for_signals() {
             log_info("SIGUSR1: logs reopened; connections per reactor: %s", counts.c_str());
         } else if (signal_number == SIGHUP && !stopping) {
             reload(argc, argv, options, worker_list, logs.sites, listening);
-        } else if (signal_number == SIGTERM || signal_number == SIGINT) {
+        } else if (signal_number == SIGTERM || signal_number == SIGINT ||
+                   signal_number == SIGQUIT) {
             if (stopping && signal_number == SIGINT) {
                 // A second Ctrl-C: leave now, keeping what the logs hold.
                 log_warn("second SIGINT: exiting without waiting for connections");

@@ -154,6 +154,7 @@ void check_log_path(const std::string& path, const std::string& what,
 constexpr const char* kDefaultUsers[] = {"www-data", "nobody"};
 
 std::string protect_from_root(ServerOptions& options, bool root_given) {
+    if (!options.signal.empty()) return {}; // -s serves nothing
     char cwd[PATH_MAX];
     // `cd / && lepus` would serve the whole file system, /etc/shadow included
     // for a root that stays root; a [[site]] serves its own root instead.

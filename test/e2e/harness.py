@@ -7,9 +7,11 @@ temporary document root and logs (temp_dir(), the one scratch-directory helper
 of the e2e tests); stop() sends SIGTERM, waits, and fails the test if lepus did
 not exit 0 or if a sanitizer reported anything.
 """
+import atexit
 import os
 import re
 import resource
+import shlex
 import shutil
 import signal
 import socket
@@ -45,19 +47,29 @@ SANITIZER_MARKERS = ("ERROR: AddressSanitizer", "runtime error:", "WARNING: Thre
 
 
 def _root_wrapper(binary):
-    """A script that runs `binary` with the caller's arguments and --allow-root,
-    in a directory removed at exit; readable by every user, since some tests
-    start lepus under another uid."""
-    import atexit
-    import shlex
-    directory = tempfile.mkdtemp(prefix="lepus-as-root-")
-    atexit.register(shutil.rmtree, directory, True)
-    os.chmod(directory, 0o755)
-    path = os.path.join(directory, "lepus")
-    with open(path, "w") as f:
-        f.write('#!/bin/sh\nexec %s "$@" --allow-root\n' % shlex.quote(os.path.abspath(binary)))
-    os.chmod(path, 0o755)
-    return path
+    """A script that runs `binary` with the caller's arguments and --allow-root.
+    It lives beside the binary, so that tests finding the build directory from
+    BINARY still do (a temporary directory where that is not writable), and is
+    readable by every user, since some tests start lepus under another uid."""
+    binary = os.path.abspath(binary)
+    text = '#!/bin/sh\n# lepus started as root by the e2e tests (test/e2e/harness.py)\n' \
+           'exec %s "$@" --allow-root\n' % shlex.quote(binary)
+    for directory in (os.path.dirname(binary), None):
+        if directory is None:
+            directory = tempfile.mkdtemp(prefix="lepus-as-root-")
+            atexit.register(shutil.rmtree, directory, True)
+            os.chmod(directory, 0o755)
+        path = os.path.join(directory, "lepus-allow-root")
+        # Written aside and renamed: tests running side by side may write it at once.
+        scratch = "%s.%d" % (path, os.getpid())
+        try:
+            with open(scratch, "w") as f:
+                f.write(text)
+            os.chmod(scratch, 0o755)
+            os.rename(scratch, path)
+            return path
+        except OSError:
+            continue
 
 
 if BINARY and os.geteuid() == 0 and os.access(BINARY, os.X_OK):
