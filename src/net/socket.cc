@@ -137,8 +137,24 @@ std::optional<ListenAddress> parse_listen(std::string_view text) {
 
 namespace {
 
+// When a listener gets SO_REUSEPORT. Linux lets a socket bind a port that
+// others hold only when they all have SO_REUSEPORT and the same effective uid:
+// so a second lepus of the same user, binding with it, would silently share
+// the port (and split the traffic) with the first (issue 33).
+enum class ReusePort {
+    Never,
+    // Bound without it, so that anyone holding the port (of any user, with
+    // SO_REUSEPORT or not) fails the bind with EADDRINUSE; set after the bind,
+    // before listen(), so that the copies below can join it. Linux reads the
+    // flag of the sockets already there when a new one binds, and forms the
+    // reuseport group at listen(), so the first socket is in the group too.
+    AfterBind,
+    // A copy of a socket bound AfterBind, to the same address.
+    BeforeBind,
+};
+
 UniqueFd open_tcp_listener(const SocketAddress& address, const ListenOptions& options, bool v6_only,
-                           std::string& error) {
+                           ReusePort reuse_port, std::string& error) {
     UniqueFd fd(::socket(address.storage.any.sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC,
                          IPPROTO_TCP));
     auto fail = [&](const char* what) {
@@ -148,7 +164,8 @@ UniqueFd open_tcp_listener(const SocketAddress& address, const ListenOptions& op
     if (!fd) return fail("create a socket for");
     int one = 1;
     setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    if (options.reuse_port && setsockopt(fd.get(), SOL_SOCKET, SO_REUSEPORT, &one, sizeof one) != 0)
+    if (reuse_port == ReusePort::BeforeBind &&
+        setsockopt(fd.get(), SOL_SOCKET, SO_REUSEPORT, &one, sizeof one) != 0)
         return fail("set SO_REUSEPORT on");
     // Accepted sockets inherit TCP_NODELAY from their listener (Linux clones the
     // listener's socket for each child): one setsockopt here instead of one per
@@ -174,6 +191,9 @@ UniqueFd open_tcp_listener(const SocketAddress& address, const ListenOptions& op
         }
         return fail("bind");
     }
+    if (reuse_port == ReusePort::AfterBind &&
+        setsockopt(fd.get(), SOL_SOCKET, SO_REUSEPORT, &one, sizeof one) != 0)
+        return fail("set SO_REUSEPORT on");
     if (::listen(fd.get(), options.backlog) != 0) return fail("listen on");
     return fd;
 }
@@ -223,19 +243,12 @@ UniqueFd open_unix_listener(const std::string& path, const ListenOptions& option
     return fd;
 }
 
-} // namespace
-
-UniqueFd open_listener(const SocketAddress& address, const ListenOptions& options,
-                       std::string& error) {
-    return open_tcp_listener(address, options, true, error);
-}
-
-UniqueFd open_listener(const ListenAddress& listen, const ListenOptions& options,
-                       std::string& error) {
+UniqueFd open_listener_as(const ListenAddress& listen, const ListenOptions& options,
+                          ReusePort reuse_port, std::string& error) {
     if (!listen.unix_path.empty()) return open_unix_listener(listen.unix_path, options, error);
     if (!listen.dual_stack || listen.address.storage.any.sa_family != AF_INET6)
-        return open_tcp_listener(listen.address, options, true, error);
-    UniqueFd fd = open_tcp_listener(listen.address, options, false, error);
+        return open_tcp_listener(listen.address, options, true, reuse_port, error);
+    UniqueFd fd = open_tcp_listener(listen.address, options, false, reuse_port, error);
     // No IPv6 on this host (ipv6.disable=1, a container without it): IPv4 alone.
     if (fd || (errno != EAFNOSUPPORT && errno != EADDRNOTAVAIL)) return fd;
     SocketAddress v4;
@@ -244,7 +257,39 @@ UniqueFd open_listener(const ListenAddress& listen, const ListenOptions& options
     v4.storage.v4.sin_addr.s_addr = htonl(INADDR_ANY);
     v4.length = sizeof(sockaddr_in);
     error.clear();
-    return open_tcp_listener(v4, options, true, error);
+    return open_tcp_listener(v4, options, true, reuse_port, error);
+}
+
+} // namespace
+
+UniqueFd open_listener(const SocketAddress& address, const ListenOptions& options,
+                       std::string& error) {
+    return open_tcp_listener(address, options, true,
+                             options.reuse_port ? ReusePort::AfterBind : ReusePort::Never, error);
+}
+
+UniqueFd open_listener(const ListenAddress& listen, const ListenOptions& options,
+                       std::string& error) {
+    return open_listener_as(listen, options,
+                            options.reuse_port ? ReusePort::AfterBind : ReusePort::Never, error);
+}
+
+std::vector<UniqueFd> open_listeners(const ListenAddress& listen, const ListenOptions& options,
+                                     size_t copies, std::string& error) {
+    std::vector<UniqueFd> fds;
+    UniqueFd first = open_listener(listen, options, error);
+    if (!first) return {};
+    ListenAddress copy = listen;
+    // The port the first got, also when it was given port 0; and its family,
+    // when a dual-stack address fell back to IPv4.
+    copy.address = local_address(first.get());
+    fds.push_back(std::move(first));
+    while (fds.size() < copies) {
+        UniqueFd fd = open_listener_as(copy, options, ReusePort::BeforeBind, error);
+        if (!fd) return {};
+        fds.push_back(std::move(fd));
+    }
+    return fds;
 }
 
 void remove_unix_listener(const ListenAddress& listen) {

@@ -9,6 +9,7 @@
 #include <string>
 #include <string_view>
 #include <sys/socket.h>
+#include <vector>
 
 namespace lepus {
 
@@ -52,6 +53,9 @@ std::optional<SocketAddress> parse_listen_address(std::string_view text);
 
 struct ListenOptions {
     int backlog = 4096;
+    // The socket may be shared with more of this process's (open_listeners):
+    // it claims the address alone (a port anyone holds fails with EADDRINUSE)
+    // and then gets SO_REUSEPORT, for copies to join.
     bool reuse_port = false;
     // TCP_DEFER_ACCEPT, in seconds (0: off): the kernel completes the handshake
     // but hands the connection to accept() only once its first bytes arrived
@@ -80,6 +84,15 @@ UniqueFd open_listener(const SocketAddress& address, const ListenOptions& option
 // caller removes the file at exit (remove_unix_listener).
 UniqueFd open_listener(const ListenAddress& address, const ListenOptions& options,
                        std::string& error);
+
+// `copies` listening sockets of one address (copies > 1 needs
+// options.reuse_port, and a TCP address): the first claims the address as
+// open_listener does, the others join it with SO_REUSEPORT, on the port it
+// got. One per reactor for in-reactor accept. The port is never shared with
+// another process: a second lepus on a taken port fails with EADDRINUSE.
+// Empty on failure, with `error` set.
+std::vector<UniqueFd> open_listeners(const ListenAddress& address, const ListenOptions& options,
+                                     size_t copies, std::string& error);
 
 // Removes the socket file of a Unix listener, if it is still a socket.
 void remove_unix_listener(const ListenAddress& address);

@@ -398,7 +398,16 @@ void add_process_options(CLI::App& app, ServerOptions& options, OptionTexts& tex
                    "Linux has its tls module; off")
         ->capture_default_str()
         ->check(CLI::IsMember({"on", "off"}));
-    app.add_option("--user", options.user, "Run as this user after binding (when started as root)");
+    app.add_option("--user", options.user,
+                   "Run as this user after binding (when started as root; default www-data, "
+                   "else nobody)");
+    app.add_flag("--allow-root", options.allow_root,
+                 "Serve as root when started as root (without --user, or with --user root)");
+    app.add_option("--pid-file", options.pid_file,
+                   "Write the process id to this file after binding (e.g. /run/lepus.pid)");
+    app.add_option("-s,--signal", options.signal,
+                   "Signal the lepus of --pid-file: reload, reopen (logs), stop or quit")
+        ->check(CLI::IsMember({"reload", "reopen", "stop", "quit"}));
     app.add_option("--group", options.group, "Run as this group after binding");
 }
 
@@ -529,6 +538,8 @@ std::string finish_options(const CLI::App& app, ServerOptions& options, const Op
         return "--status-path must start with /";
     if (options.access_log.empty() || options.error_log.empty())
         return "log paths must not be empty";
+    if (std::string error = protect_from_root(options, app.count("--root") > 0); !error.empty())
+        return error;
     return check_root(options.root);
 }
 

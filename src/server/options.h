@@ -87,6 +87,12 @@ struct ServerOptions {
     std::string status_path;       // e.g. "/_lepus/status"; empty: off
     std::vector<std::string> status_allow = {"127.0.0.0/8", "::1/128"};
     std::string user, group; // drop to these after binding (when root)
+    // --allow-root: lepus may serve as root (started as root with no --user,
+    // or --user root); without it root drops to a default user (issue 33).
+    bool allow_root = false;
+    bool user_defaulted = false; // `user` is that default, not asked for
+    std::string pid_file;        // --pid-file: written after binding, removed at exit
+    std::string signal;          // -s reload|reopen|stop|quit: signal the running lepus
 
     // Behind a proxy: whose PROXY header and X-Forwarded-For set the client.
     std::vector<std::string> real_ip_from; // CIDRs, or "unix:"

@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <grp.h>
 #include <memory>
@@ -22,7 +23,7 @@ namespace {
 // What a reload changes in the listening sockets: the new ones are opened (and
 // bound) before anything else changes, so a taken port refuses the reload.
 // With in-reactor accept each new address gets one SO_REUSEPORT socket per
-// reactor, as at start-up.
+// reactor, as at start-up; an address another process holds is refused.
 struct ListenChange {
     struct Opened {
         std::string text;
@@ -48,14 +49,9 @@ struct ListenChange {
                 return false;
             }
             ListenAddress address = *parse_listen(split_listen_scheme(text).address);
-            Opened item{text, {}};
-            for (size_t copy = 0; copy < copies; ++copy) {
-                // The same port for every copy, also when the first was given port 0.
-                if (copy > 0) address.address = local_address(item.fds.front().get());
-                UniqueFd fd = open_listener(address, listen_options(next, in_reactors), error);
-                if (!fd) return false;
-                item.fds.push_back(std::move(fd));
-            }
+            Opened item{text,
+                        open_listeners(address, listen_options(next, in_reactors), copies, error)};
+            if (item.fds.empty()) return false;
             opened.push_back(std::move(item));
         }
         for (const auto& [text, fd] : listening.sockets)
@@ -197,7 +193,15 @@ bool drop_privileges(const ServerOptions& options, std::string& error) {
         error = std::string("cannot drop privileges: ") + strerror(errno);
         return false;
     }
-    log_info("running as uid %u gid %u", unsigned(uid), unsigned(gid));
+    // Issue 33: root was not told whom to run as; nginx's workers would not
+    // stay root either.
+    if (options.user_defaulted)
+        std::fprintf(stderr,
+                     "lepus: started as root: running as %s (--user to choose, --allow-root to "
+                     "stay root)\n",
+                     options.user.c_str());
+    log_info("running as uid %u gid %u%s", unsigned(uid), unsigned(gid),
+             options.user_defaulted ? " (started as root without --user)" : "");
     return true;
 }
 

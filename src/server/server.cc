@@ -9,6 +9,7 @@
 #include "net/socket.h"
 #include "net/tls_context.h"
 #include "net/tls_listen_scheme.h"
+#include "server/pid_file.h"
 #include "server/reload.h"
 #include "server/sd_notify.h"
 #include "server/site_table.h"
@@ -46,6 +47,7 @@ sigset_t server_signals() {
     sigset_t set;
     sigemptyset(&set);
     sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGQUIT); // lepus -s quit, as nginx's graceful stop
     sigaddset(&set, SIGINT);
     sigaddset(&set, SIGUSR1);
     sigaddset(&set, SIGHUP);
@@ -146,6 +148,7 @@ struct Server::State {
     bool load_tls(std::string& error);
     bool make_workers(std::string& error);
     bool make_acceptor(std::string& error);
+    bool write_pid_file(std::string& error);
     void start_threads();
     void wait_for_signals();
     void stop_threads();
@@ -155,6 +158,7 @@ struct Server::State {
     char** argv;
     Loggers logs;
     bool logs_started = false;
+    bool pid_file_written = false;
     IoBackend io = IoBackend::Epoll;
     unsigned threads = 1;
     int64_t max_connections = 0;
@@ -186,6 +190,7 @@ Server::~Server() {
     // The threads have joined (run() returned) or never started: every line
     // appended so far is written.
     if (state_->logs_started) state_->logs.stop();
+    if (state_->pid_file_written) remove_pid_file(state_->options.pid_file);
     // The Unix sockets served at the end, those a reload added included.
     for (const auto& [text, fd] : state_->listening.sockets)
         if (auto address = parse_listen(text)) remove_unix_listener(*address);
@@ -216,25 +221,25 @@ bool Server::start(std::string& error) {
     s.reuse_port = choose_in_reactor_accept(s.options, s.threads, s.accept_reason);
     // Listeners first: a taken port is the most common start-up failure.
     // Privileges go after every socket is bound and every root opened.
+    // The PID file too, so that root can write it in /run.
     return s.open_listeners(error) && s.load_tls(error) && s.make_workers(error) &&
-           s.make_acceptor(error) && drop_privileges(s.options, error);
+           s.make_acceptor(error) && s.write_pid_file(error) && drop_privileges(s.options, error);
 }
 
 bool Server::State::open_listeners(std::string& error) {
     for (const std::string& text : options.listen) {
         ListenScheme scheme = split_listen_scheme(text);
         ListenAddress address = *parse_listen(scheme.address);
-        for (unsigned copy = 0; copy < (reuse_port ? threads : 1u); ++copy) {
-            if (copy > 0) address.address = bound.back(); // same port even when it was 0
-            UniqueFd fd = open_listener(address, listen_options(options, reuse_port), error);
-            if (!fd) return false;
-            if (copy == 0) {
-                bound.push_back(local_address(fd.get()));
-                urls.push_back(address.unix_path.empty() ? (scheme.tls ? "https://" : "http://") +
-                                                               bound.back().to_string() + "/"
-                                                         : "unix:" + address.unix_path);
-            }
-            if (copy == 0) listening.sockets.emplace_back(text, fd.get());
+        // One socket, or one per reactor; the port is this process's alone.
+        std::vector<UniqueFd> fds = lepus::open_listeners(
+            address, listen_options(options, reuse_port), reuse_port ? threads : 1u, error);
+        if (fds.empty()) return false;
+        bound.push_back(local_address(fds.front().get()));
+        urls.push_back(address.unix_path.empty()
+                           ? (scheme.tls ? "https://" : "http://") + bound.back().to_string() + "/"
+                           : "unix:" + address.unix_path);
+        listening.sockets.emplace_back(text, fds.front().get());
+        for (UniqueFd& fd : fds) {
             listeners.push_back(std::move(fd));
             listener_tls.push_back(scheme.tls);
             listener_texts.push_back(text);
@@ -309,6 +314,12 @@ bool Server::State::make_acceptor(std::string& error) {
     return acceptor->init(error);
 }
 
+bool Server::State::write_pid_file(std::string& error) {
+    if (options.pid_file.empty()) return true;
+    pid_file_written = lepus::write_pid_file(options.pid_file, error);
+    return pid_file_written;
+}
+
 int Server::run() {
     State& s = *state_;
     s.start_threads();
@@ -376,7 +387,8 @@ void Server::State::wait_for_signals() {
             log_info("SIGUSR1: logs reopened; connections per reactor: %s", counts.c_str());
         } else if (signal_number == SIGHUP && !stopping) {
             reload(argc, argv, options, worker_list, logs.sites, listening);
-        } else if (signal_number == SIGTERM || signal_number == SIGINT) {
+        } else if (signal_number == SIGTERM || signal_number == SIGINT ||
+                   signal_number == SIGQUIT) {
             if (stopping && signal_number == SIGINT) {
                 // A second Ctrl-C: leave now, keeping what the logs hold.
                 log_warn("second SIGINT: exiting without waiting for connections");

@@ -1,7 +1,7 @@
 // Server: builds the threads and queues from ServerOptions and runs them until
 // a signal stops it.
 //
-// Threads: the main thread waits for signals (SIGTERM/SIGINT stop, SIGUSR1
+// Threads: the main thread waits for signals (SIGTERM/SIGINT/SIGQUIT stop, SIGUSR1
 // reopens the logs, SIGHUP reloads the configuration); one acceptor thread
 // (unless --accept reuseport); one reactor thread per --threads, pinned to a
 // core each with --pin on; one back-end thread per log file.

@@ -149,6 +149,36 @@ void check_log_path(const std::string& path, const std::string& what,
 
 } // namespace
 
+// Who root runs as when not told: Debian's nginx runs its workers as
+// www-data, nginx's compiled-in default is nobody.
+constexpr const char* kDefaultUsers[] = {"www-data", "nobody"};
+
+std::string protect_from_root(ServerOptions& options, bool root_given) {
+    if (!options.signal.empty()) return {}; // -s serves nothing
+    char cwd[PATH_MAX];
+    // `cd / && lepus` would serve the whole file system, /etc/shadow included
+    // for a root that stays root; a [[site]] serves its own root instead.
+    if (!root_given && options.sites.empty() && options.root == "." && getcwd(cwd, sizeof cwd) &&
+        std::string_view(cwd) == "/")
+        return "the current directory is /: give ROOT / to serve the whole file system";
+    if (!options.user.empty()) {
+        const passwd* user = getpwnam(options.user.c_str());
+        if (user && user->pw_uid == 0 && !options.allow_root)
+            return "--user " + options.user +
+                   " serves every file root can read: add --allow-root if that is meant";
+        return {};
+    }
+    if (geteuid() != 0 || options.allow_root) return {};
+    for (const char* name : kDefaultUsers)
+        if (getpwnam(name)) {
+            options.user = name;
+            options.user_defaulted = true;
+            return {};
+        }
+    return "started as root, and neither www-data nor nobody exists to run as: give --user "
+           "(or --allow-root)";
+}
+
 std::vector<std::string> check_start_up(const ServerOptions& options) {
     std::vector<std::string> errors;
     if ((!options.user.empty() || !options.group.empty()) && geteuid() != 0)

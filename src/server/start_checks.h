@@ -12,6 +12,13 @@ namespace lepus {
 // the libraries this process has loaded (what a bug report needs).
 void print_build_info();
 
+// Issue 33, root never serves by accident: refuses --user root (any uid 0)
+// without --allow-root, and serving / when it is only the current directory
+// (no ROOT given, the cwd is /); started as root without --user or
+// --allow-root, sets the user to the default (www-data, else nobody) and
+// user_defaulted. One line naming the problem, or empty.
+std::string protect_from_root(ServerOptions& options, bool root_given);
+
 // What start-up would refuse beyond the options themselves: --user/--group
 // missing or used without root, log directories the service user cannot
 // write. One line per problem, empty when none.

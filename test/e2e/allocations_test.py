@@ -34,7 +34,7 @@ def skip_reason():
     if not SHIM or not os.path.exists(SHIM):
         raise AssertionError("LEPUS_ALLOC_SHIM is not set or missing (build target "
                              "lepus_alloc_counter; CTest sets it)")
-    sanitizer = alloc_counts.sanitizer_of(harness.BINARY)
+    sanitizer = alloc_counts.sanitizer_of(harness.REAL_BINARY)
     if sanitizer:
         return ("%s build: the sanitizer replaces malloc, so the counting shim cannot "
                 "interpose (run this test in the release preset)" % sanitizer)

@@ -7,9 +7,11 @@ temporary document root and logs (temp_dir(), the one scratch-directory helper
 of the e2e tests); stop() sends SIGTERM, waits, and fails the test if lepus did
 not exit 0 or if a sanitizer reported anything.
 """
+import atexit
 import os
 import re
 import resource
+import shlex
 import shutil
 import signal
 import socket
@@ -20,6 +22,12 @@ import time
 import unittest
 
 BINARY = os.environ.get("LEPUS_BINARY", "")
+# REAL_BINARY is lepus itself. As root (as CI runs the tests) BINARY is a wrapper adding
+# --allow-root: started as root, lepus switches to www-data after binding
+# (issue 33), and the tests' scratch directories are root's alone (mkdtemp
+# makes them 0700), as are php-fpm's sockets. admin_test.py runs REAL_BINARY to
+# test that switch.
+REAL_BINARY = os.path.abspath(BINARY) if BINARY else ""
 # LEPUS_IO=uring runs the same tests on the io_uring backend (CTest registers
 # *_uring variants of the HTTP and FastCGI tests); stop() then checks that the
 # server really ran on it and did not fall back to epoll.
@@ -36,6 +44,36 @@ CURL = shutil.which("curl")
 OPENSSL = shutil.which("openssl")
 SANITIZER_MARKERS = ("ERROR: AddressSanitizer", "runtime error:", "WARNING: ThreadSanitizer",
                      "ERROR: LeakSanitizer")
+
+
+def _root_wrapper(binary):
+    """A script that runs `binary` with the caller's arguments and --allow-root.
+    It lives beside the binary, so that tests finding the build directory from
+    BINARY still do (a temporary directory where that is not writable), and is
+    readable by every user, since some tests start lepus under another uid."""
+    binary = os.path.abspath(binary)
+    text = '#!/bin/sh\n# lepus started as root by the e2e tests (test/e2e/harness.py)\n' \
+           'exec %s "$@" --allow-root\n' % shlex.quote(binary)
+    for directory in (os.path.dirname(binary), None):
+        if directory is None:
+            directory = tempfile.mkdtemp(prefix="lepus-as-root-")
+            atexit.register(shutil.rmtree, directory, True)
+            os.chmod(directory, 0o755)
+        path = os.path.join(directory, "lepus-allow-root")
+        # Written aside and renamed: tests running side by side may write it at once.
+        scratch = "%s.%d" % (path, os.getpid())
+        try:
+            with open(scratch, "w") as f:
+                f.write(text)
+            os.chmod(scratch, 0o755)
+            os.rename(scratch, path)
+            return path
+        except OSError:
+            continue
+
+
+if BINARY and os.geteuid() == 0 and os.access(BINARY, os.X_OK):
+    BINARY = _root_wrapper(BINARY)
 
 
 def require_binary():
@@ -109,7 +147,7 @@ class Lepus:
     """One running lepus process."""
 
     def __init__(self, args=(), root=None, preexec=None, access_log=True, listen="127.0.0.1:0",
-                 protocol=None):
+                 protocol=None, binary=None):
         require_binary()
         # The protocol fetch() speaks: the matrix's (LEPUS_PROTOCOL) unless given.
         # "h2" adds an https:// listener with a test certificate (tls_port).
@@ -126,7 +164,7 @@ class Lepus:
         self.access_log = os.path.join(self.tmp, "access.log") if access_log else "off"
         self.error_log = os.path.join(self.tmp, "error.log")
         # listen=None: the addresses come from a config file in `args`.
-        cmd = [BINARY, self.root] + (["--listen", listen] if listen else []) + [
+        cmd = [binary or BINARY, self.root] + (["--listen", listen] if listen else []) + [
             "--access-log", self.access_log, "--error-log", self.error_log, "--log-level", "info"]
         if IO:
             cmd += ["--io", IO]

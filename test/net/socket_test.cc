@@ -90,6 +90,30 @@ TEST(OpenListener, UnixSocketReplacesAStaleFileAndRefusesALiveOne) {
     ::rmdir(directory);
 }
 
+// Issue 33: the copies of a reuseport group share the port among themselves,
+// never with another group (a second lepus of the same user) or a plain socket.
+TEST(OpenListeners, GroupSharesThePortWithNobodyElse) {
+    std::string error;
+    ListenOptions options;
+    options.reuse_port = true;
+    std::vector<UniqueFd> group = open_listeners(*parse_listen("127.0.0.1:0"), options, 3, error);
+    ASSERT_EQ(group.size(), 3u) << error;
+    uint16_t port = local_address(group.front().get()).port();
+    for (const UniqueFd& fd : group)
+        EXPECT_EQ(local_address(fd.get()).port(), port);
+    ListenAddress same = *parse_listen("127.0.0.1:" + std::to_string(port));
+    EXPECT_TRUE(open_listeners(same, options, 2, error).empty());
+    EXPECT_EQ(error, "port " + std::to_string(port) +
+                         " is already in use (127.0.0.1:" + std::to_string(port) + ")");
+    error.clear();
+    EXPECT_FALSE(open_listener(same, {}, error));
+    // The kernel's own rule would let a SO_REUSEPORT socket of this uid join.
+    UniqueFd joiner(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    int one = 1;
+    setsockopt(joiner.get(), SOL_SOCKET, SO_REUSEPORT, &one, sizeof one);
+    EXPECT_EQ(::bind(joiner.get(), &same.address.storage.any, same.address.length), 0);
+}
+
 TEST(WithoutV4Mapping, UnmapsOnlyMappedAddresses) {
     SocketAddress mapped = *parse_listen_address("[::ffff:192.0.2.1]:80");
     EXPECT_EQ(without_v4_mapping(mapped).to_string(), "192.0.2.1:80");
