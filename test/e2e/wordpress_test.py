@@ -5,17 +5,18 @@ and to curl (issue 31: over https every page was Debian's 404, because PHP got
 no HTTP_HOST from an HTTP/2 request, and Debian's wp-config.php picks the
 blog's configuration by that host).
 
-Nothing of the host's WordPress is used or touched: /usr/share/wordpress is
-copied to a scratch folder whose wp-config.php is Debian's with its
-configuration folder (/etc/wordpress) moved to the scratch folder; the blog's
-wp-content is a copy of Debian's /var/lib/wordpress/wp-content, linked in where
-Debian's Apache configuration puts it with an Alias; the database is a
-mariadbd of the test's own (its data folder and socket in the scratch folder,
-no network). WordPress is installed through its own form, over HTTP/2.
+Nothing of the host's WordPress is used or touched: /usr/share/wordpress and
+/var/lib/wordpress/wp-content are copied to a scratch folder, the copy's
+wp-config.php is Debian's with its configuration folder (/etc/wordpress) moved
+there too, and the site's root is what docs/APPLICATIONS.md tells a user to
+make: links to the package's files, and wp-content linked to the content
+folder (what Debian's Apache configuration does with an Alias). The database
+is a mariadbd of the test's own (data and socket in the scratch folder, no
+network). WordPress is installed through its own form, over HTTP/2.
 
-What lepus needs, as docs/APPLICATIONS.md says: `--symlinks follow` (Debian
-links wp-includes/js/underscore.min.js and friends to /usr/share/javascript,
-and the theme to /usr/share/wordpress/wp-content) and
+What lepus needs: `--symlinks follow` (for the root's links, and Debian's own:
+wp-includes/js/underscore.min.js and friends link to /usr/share/javascript, the
+theme to /usr/share/wordpress/wp-content) and
 `--try-files '$uri $uri/ /index.php?$args'` for the pretty permalinks."""
 import glob
 import os
@@ -147,20 +148,26 @@ class WordPressOverHttps(unittest.TestCase):
                           "'wordpress'@'localhost';" % DB_PASSWORD)
         if done.returncode != 0:
             raise AssertionError("creating the database: " + done.stderr)
-        # The package's code, as installed; the content folder as Debian keeps it
-        # (/var/lib, the theme a link back into /usr/share), where Debian's Apache
-        # configuration aliases it: /wp-content.
-        cls.root = os.path.join(cls.tmp, "wordpress")
-        copy_with_links(INSTALL, cls.root)
-        os.unlink(os.path.join(cls.root, ".htaccess"))  # a link to /etc/wordpress/htaccess
+        # Stand-ins for /usr/share/wordpress (the package's code, its links
+        # included) and /var/lib/wordpress/wp-content (the blog's content, the
+        # theme a link back into /usr/share).
+        cls.package = os.path.join(cls.tmp, "wordpress")
+        copy_with_links(INSTALL, cls.package)
+        os.unlink(os.path.join(cls.package, ".htaccess"))  # a link to /etc/wordpress/htaccess
         content = os.path.join(cls.tmp, "wp-content")
         copy_with_links(CONTENT, content)
-        shutil.rmtree(os.path.join(cls.root, "wp-content"))
+        # The site's root as docs/APPLICATIONS.md has it: links to the package's
+        # files, and /wp-content to the content folder (Debian's Apache Alias).
+        cls.root = os.path.join(cls.tmp, "site")
+        os.mkdir(cls.root)
+        for name in os.listdir(cls.package):
+            if name != "wp-content":
+                os.symlink(os.path.join(cls.package, name), os.path.join(cls.root, name))
         os.symlink(content, os.path.join(cls.root, "wp-content"))
         # Debian's wp-config.php, reading its configuration from our folder.
         conf = os.path.join(cls.tmp, "etc-wordpress")
         os.mkdir(conf)
-        config = os.path.join(cls.root, "wp-config.php")
+        config = os.path.join(cls.package, "wp-config.php")
         with open(config) as f:
             text = f.read()
         if text.count("/etc/wordpress/") < 4:
@@ -351,10 +358,11 @@ class WordPressOverHttps(unittest.TestCase):
         self.assertEqual(again.body, b"")
 
     def test_5_without_symlinks_follow_debians_links_are_refused_plainly(self):
-        """The default --symlinks beneath refuses Debian's links out of the root:
-        a 403 and a log line naming the option, not index.php's 404 page for a
-        script URL (try_files must not hand a refused file to its fallback)."""
-        server = harness.Lepus(root=self.root, protocol="h2", args=[
+        """The package's folder as the root, with the default --symlinks beneath:
+        Debian's links out of it are refused with a 403 and a log line naming
+        the option, not handed to index.php (whose answer for a script URL is a
+        redirect or WordPress's 404 page)."""
+        server = harness.Lepus(root=self.package, protocol="h2", args=[
             "--fastcgi", self.fpm.address, "--try-files", "$uri $uri/ /index.php?$args"])
         try:
             base = "https://127.0.0.1:%d" % server.tls_port
