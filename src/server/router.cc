@@ -483,7 +483,7 @@ void Router::serve_x_accel(Exchange& exchange, RouteState& route) {
 void Router::refuse_x_accel(Exchange& exchange, RouteState& route, std::string_view target,
                             const char* why) {
     const Request& request = *exchange.request;
-    log_error("the answer to \"%.*s\" named the file \"%.*s\", which is refused (%s): 502",
+    log_error(R"(the answer to "%.*s" named the file "%.*s", which is refused (%s): 502)",
               int(request.target.size()), request.target.data(), int(target.size()), target.data(),
               why);
     build_error_response(502, reply_context(exchange), exchange.response);
