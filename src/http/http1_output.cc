@@ -3,6 +3,7 @@
 // saved offset across EAGAIN), the end of an exchange (keepalive or close) and
 // the lingering close. Streamed answers are framed in http1_stream.cc; reading
 // and parsing are in http1_engine.cc.
+
 #include "http/http1_engine.h"
 #include "log/error_log.h"
 
