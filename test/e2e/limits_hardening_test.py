@@ -156,5 +156,37 @@ class TunnelsLeaveThePool(unittest.TestCase):
         self.assertEqual(get(self.server.port, "/plain").status, 200)
 
 
+class FileCacheUnderTheDescriptorLimit(unittest.TestCase):
+    """Item 10: with `ulimit -n 1500`, one client fetching 1,500 distinct files
+    filled the open-file cache with descriptors: 500s, refused connections."""
+
+    LIMIT, FILES = 256, 400
+
+    def test_many_distinct_files_never_starve_accept(self):
+        def low_limit():
+            resource.setrlimit(resource.RLIMIT_NOFILE, (self.LIMIT, self.LIMIT))
+
+        server = Lepus(["--threads", "2"], preexec=low_limit)
+        self.addCleanup(server.stop, self)
+        body = bytes(range(256)) * 64  # 16 KiB
+        for i in range(self.FILES):
+            server.write("f/%d.bin" % i, body)
+        statuses = {}
+        with socket.create_connection(("127.0.0.1", server.port), timeout=10) as s:
+            for i in range(self.FILES):
+                s.sendall(b"GET /f/%d.bin HTTP/1.1\r\nHost: h\r\n\r\n" % i)
+                r = read_response(s)
+                statuses[r.status] = statuses.get(r.status, 0) + 1
+                if r.status != 200:
+                    break
+                self.assertEqual(len(r.body), len(body))
+        self.assertEqual(statuses, {200: self.FILES})
+        # More descriptors than the limit allows were asked for, yet a new
+        # connection is accepted and answered.
+        for i in (0, self.FILES - 1):
+            self.assertEqual(get(server.port, "/f/%d.bin" % i).status, 200)
+        self.assertLess(server.fd_count(), self.LIMIT)
+
+
 if __name__ == "__main__":
     harness.main()
