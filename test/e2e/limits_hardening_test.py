@@ -188,5 +188,83 @@ class FileCacheUnderTheDescriptorLimit(unittest.TestCase):
         self.assertLess(server.fd_count(), self.LIMIT)
 
 
+WINDOW_UPDATE = 8
+
+
+def drip(port, streams, path, increment, period, seconds):
+    """An h2c client with a zero initial window that asks for `path` on
+    `streams` streams, then opens each stream's window by `increment` bytes
+    every `period` seconds, reading all the while. Returns (seconds until the
+    connection closed or None, DATA bytes, streams ended)."""
+    ids = [1 + 2 * i for i in range(streams)]
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+        # SETTINGS_INITIAL_WINDOW_SIZE 0: no DATA may come until WINDOW_UPDATE.
+        sock.sendall(PREFACE + frame(SETTINGS, 0, 0, struct.pack(">HI", 4, 0)) + b"".join(
+            frame(HEADERS, END_HEADERS | END_STREAM, i, request_block(path)) for i in ids))
+        start = time.monotonic()
+        next_update = start
+        buffer, data_bytes, ended = b"", 0, set()
+        while time.monotonic() - start < seconds:
+            now = time.monotonic()
+            if now >= next_update:
+                update = struct.pack(">I", increment)
+                try:
+                    sock.sendall(frame(WINDOW_UPDATE, 0, 0, update) + b"".join(
+                        frame(WINDOW_UPDATE, 0, i, update) for i in ids if i not in ended))
+                except OSError:
+                    return now - start, data_bytes, len(ended)
+                next_update += period
+            sock.settimeout(max(0.01, next_update - time.monotonic()))
+            try:
+                chunk = sock.recv(65536)
+            except socket.timeout:
+                continue
+            except ConnectionResetError:
+                chunk = b""
+            if not chunk:
+                return time.monotonic() - start, data_bytes, len(ended)
+            buffer += chunk
+            while len(buffer) >= 9 and len(buffer) >= 9 + int.from_bytes(buffer[:3], "big"):
+                length, kind, flags = int.from_bytes(buffer[:3], "big"), buffer[3], buffer[4]
+                stream = int.from_bytes(buffer[5:9], "big") & 0x7FFFFFFF
+                if kind == DATA:
+                    data_bytes += length
+                if kind in (DATA, HEADERS) and flags & END_STREAM:
+                    ended.add(stream)
+                buffer = buffer[9 + length:]
+            if len(ended) == streams:
+                return None, data_bytes, len(ended)
+        return None, data_bytes, len(ended)
+
+
+class ZeroWindowDribble(unittest.TestCase):
+    """Item 9: a 1-byte WINDOW_UPDATE every 20 s kept 5 connections x 100
+    streams open for over 100 s: every byte out restarted the send timeout."""
+
+    SEND_TIMEOUT = 2
+
+    def setUp(self):
+        self.server = Lepus(["--send-timeout", "%ds" % self.SEND_TIMEOUT, "--threads", "1"])
+        self.addCleanup(self.server.stop, self)
+        self.server.write("big.bin", bytes(range(256)) * 1024)  # 256 KiB
+
+    def test_one_byte_window_updates_do_not_keep_the_connection(self):
+        # Each update lets a 1-byte DATA frame out, far more often than the
+        # send timeout; far less than the minimum rate.
+        closed_after, data_bytes, _ = drip(self.server.port, 4, b"/big.bin", 1, 0.25,
+                                           seconds=6 * self.SEND_TIMEOUT)
+        self.assertGreater(data_bytes, 0)  # the dribble did let bytes out
+        self.assertIsNotNone(closed_after, "still open after %d s" % (6 * self.SEND_TIMEOUT))
+        self.assertLess(closed_after, 4 * self.SEND_TIMEOUT)
+
+    def test_a_slow_reader_above_the_minimum_rate_is_served(self):
+        # 8 KiB a quarter of a second: 32 KiB/s, the file takes about 8 s,
+        # four send timeouts, with output waiting on the window all along.
+        closed_after, data_bytes, ended = drip(self.server.port, 1, b"/big.bin", 8192, 0.25,
+                                               seconds=30)
+        self.assertIsNone(closed_after)
+        self.assertEqual((ended, data_bytes), (1, 256 * 1024))
+
+
 if __name__ == "__main__":
     harness.main()
