@@ -52,9 +52,10 @@ struct UpstreamOptions {
 // gauges. Written by the reactor thread only (load + store, no locked
 // instruction), read by any thread.
 struct UpstreamGauges {
-    std::atomic<uint64_t> busy{0};   // connections serving or draining a request
-    std::atomic<uint64_t> idle{0};   // open connections waiting in the pool
-    std::atomic<uint64_t> queued{0}; // requests waiting for a connection
+    std::atomic<uint64_t> busy{0};    // connections serving or draining a request
+    std::atomic<uint64_t> idle{0};    // open connections waiting in the pool
+    std::atomic<uint64_t> queued{0};  // requests waiting for a connection
+    std::atomic<uint64_t> tunnels{0}; // the proxy's only: backend connections a 101 made tunnels
 };
 
 // Why a request's backend exchange failed.

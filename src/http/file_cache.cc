@@ -2,11 +2,42 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdint>
 #include <cstdio>
 #include <fcntl.h>
 #include <unistd.h>
 
 namespace lepus {
+namespace {
+
+// Shared by the reactors' caches: relaxed atomics, touched on misses only.
+std::atomic<size_t> g_descriptors_held{0};
+std::atomic<size_t> g_descriptor_budget{SIZE_MAX};
+
+// Whatever the descriptor limit, a cache may keep this many files open.
+constexpr size_t kMinDescriptorBudget = 16;
+
+uint8_t descriptors_of(const CachedFile& file) {
+    uint8_t count = 0;
+    for (const FileVariant* variant : {&file.identity, &file.gzip, &file.brotli, &file.zstd})
+        if (variant->fd.valid()) ++count;
+    return count;
+}
+
+} // namespace
+
+void FileCache::set_descriptor_budget(size_t descriptors) {
+    g_descriptor_budget.store(std::max(descriptors, kMinDescriptorBudget),
+                              std::memory_order_relaxed);
+}
+
+size_t FileCache::descriptor_budget() {
+    return g_descriptor_budget.load(std::memory_order_relaxed);
+}
+
+size_t FileCache::descriptors_held() {
+    return g_descriptors_held.load(std::memory_order_relaxed);
+}
 
 bool FileVariant::matches(const struct stat& st) const {
     return st.st_ino == inode && st.st_dev == device && uint64_t(st.st_size) == size &&
@@ -133,19 +164,46 @@ bool FileCache::still_valid(const CachedFile& file) const {
 FileRef FileCache::insert(std::unique_ptr<CachedFile> owned) {
     CachedFile* file = owned.release();
     if (auto it = map_.find(std::string_view(file->key)); it != map_.end()) remove(it->second);
-    while (map_.size() >= capacity_ && lru_tail_) {
-        remove(lru_tail_);
-        ++evictions_;
-    }
+    while (map_.size() >= capacity_ && lru_tail_)
+        evict_lru();
     ++file->refs_; // the cache's own reference
     file->cached_ = true;
     size_t bytes = file->identity.data.size() + file->gzip.data.size() + file->brotli.data.size() +
                    file->zstd.data.size();
     file->charged_ = bytes;
     memory_bytes_ += bytes;
+    file->descriptors_ = descriptors_of(*file);
+    size_t held = g_descriptors_held.fetch_add(file->descriptors_, std::memory_order_relaxed) +
+                  file->descriptors_;
     map_.emplace(std::string_view(file->key), file);
     link_front(file);
+    // Over the shared budget: this cache gives back its oldest (the new entry
+    // stays; other caches give back theirs on their own misses, so the
+    // excess is at most one entry per cache).
+    while (held > descriptor_budget() && lru_tail_ != file) {
+        evict_lru();
+        held = descriptors_held();
+    }
     return FileRef(file);
+}
+
+bool FileCache::shed_descriptors() {
+    size_t held = descriptors_held();
+    // The process ran out: whatever took the descriptors, the cache keeps
+    // fewer from now on (never more than half of what it held when it happened).
+    size_t budget = std::max(held / 2, kMinDescriptorBudget);
+    if (budget < descriptor_budget()) set_descriptor_budget(budget);
+    bool shed = false;
+    while (lru_tail_ && (descriptors_held() > descriptor_budget() || !shed)) {
+        evict_lru();
+        shed = true;
+    }
+    return shed;
+}
+
+void FileCache::evict_lru() {
+    remove(lru_tail_);
+    ++evictions_;
 }
 
 void FileCache::remove(CachedFile* file) {
@@ -153,6 +211,8 @@ void FileCache::remove(CachedFile* file) {
     unlink(file);
     file->cached_ = false;
     memory_bytes_ -= file->charged_;
+    g_descriptors_held.fetch_sub(file->descriptors_, std::memory_order_relaxed);
+    file->descriptors_ = 0;
     // Give up the cache's reference; FileRefs still held keep the entry alive.
     if (--file->refs_ == 0) delete file;
 }

@@ -10,6 +10,7 @@
 #include "base/unique_fd.h"
 #include "http/http_date.h"
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -76,8 +77,9 @@ public:
 private:
     friend class FileRef;
     friend class FileCache;
-    uint32_t refs_ = 0;  // FileRefs plus one while in the cache
-    size_t charged_ = 0; // bytes counted in FileCache::memory_bytes while cached
+    uint32_t refs_ = 0;       // FileRefs plus one while in the cache
+    size_t charged_ = 0;      // bytes counted in FileCache::memory_bytes while cached
+    uint8_t descriptors_ = 0; // fds counted in FileCache::descriptors_held while cached
     bool cached_ = false;
     CachedFile* lru_prev_ = nullptr; // towards the most recently used
     CachedFile* lru_next_ = nullptr;
@@ -140,11 +142,26 @@ public:
     uint64_t misses() const { return misses_; }
     uint64_t evictions() const { return evictions_; }
 
+    // Every FileCache of the process (one per site and reactor) shares one
+    // budget of descriptors, so that cached files never take the fds that
+    // accept() and the backends need (issue 32: with `ulimit -n 1500`, 1,500
+    // distinct files gave 500s and refused connections). Past it, insert()
+    // evicts this cache's least recently used entries. The server sets it
+    // from RLIMIT_NOFILE; unlimited until then.
+    static void set_descriptor_budget(size_t descriptors);
+    static size_t descriptor_budget();
+    static size_t descriptors_held();
+    // An open failed with EMFILE or ENFILE: lowers the budget to half of what
+    // the caches hold and evicts this cache's entries down to it. False when
+    // this cache had nothing to give back.
+    bool shed_descriptors();
+
 private:
     bool still_valid(const CachedFile& file) const;
     void remove(CachedFile* file);
     void link_front(CachedFile* file);
     void unlink(CachedFile* file);
+    void evict_lru();
 
     int root_fd_;
     size_t capacity_;

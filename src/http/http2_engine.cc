@@ -28,7 +28,7 @@ Http2Engine::Http2Engine(const Http1Context& context, Transport& transport, Conn
                          ExchangeListener& listener, std::string_view received, Http2Gauges* gauges)
     : context_(context), transport_(transport), info_(info), listener_(listener), gauges_(gauges),
       input_(received), head_fields_(std::make_unique<HeadFields>()),
-      last_activity_ms_(context.clock.now_ms), last_write_ms_(context.clock.now_ms) {
+      last_activity_ms_(context.clock.now_ms), stall_interval_ms_(context.clock.now_ms) {
     nghttp2_session_callbacks* callbacks = nullptr;
     nghttp2_session_callbacks_new(&callbacks);
     Http2Callbacks::install(callbacks);
@@ -214,7 +214,10 @@ bool Http2Engine::write_output() {
         }
         uint64_t before = output_.pending();
         Http2Output::Status status = output_.write(transport_);
-        if (output_.pending() < before) last_activity_ms_ = last_write_ms_ = context_.clock.now_ms;
+        if (output_.pending() < before) {
+            last_activity_ms_ = context_.clock.now_ms;
+            stall_sent_ += before - output_.pending();
+        }
         switch (status) {
         case Http2Output::Status::Done:
             continue;
@@ -510,11 +513,15 @@ void Http2Engine::plan_deadline() {
         write_blocked_ || std::any_of(streams_.begin(), streams_.end(), [](const auto& entry) {
             return entry.second->submitted && !entry.second->deferred;
         });
-    // The clock starts when output began to wait, or at the last byte out.
-    if (stalled && !stalled_) last_write_ms_ = std::max(last_write_ms_, context_.clock.now_ms);
+    // The first interval starts when output began to wait; on_deadline()
+    // starts the next ones while the client keeps up the minimum rate.
+    if (stalled && !stalled_) {
+        stall_interval_ms_ = context_.clock.now_ms;
+        stall_sent_ = 0;
+    }
     stalled_ = stalled;
     if (stalled)
-        deadline_ = last_write_ms_ + options.send_timeout_ms;
+        deadline_ = stall_interval_ms_ + options.send_timeout_ms;
     else if (streams_.empty())
         // The preface and first request under the header deadline, then idle.
         deadline_ = last_activity_ms_ +
@@ -526,6 +533,20 @@ void Http2Engine::plan_deadline() {
 Http2Engine::Next Http2Engine::on_deadline() {
     if (deadline_ == 0 || context_.clock.now_ms < deadline_) return Next::Wait;
     if (lingering_) return Next::Close;
+    if (stalled_) {
+        // A minimum send rate, not a deadline that every byte restarts (issue
+        // 32: a 1-byte WINDOW_UPDATE every 20 s kept 100 streams, and their
+        // memory, for as long as the client liked). Kestrel's
+        // MinResponseDataRate, 240 bytes/s after a 5 s grace, is the model.
+        uint64_t timeout_ms = context_.options.send_timeout_ms;
+        uint64_t wanted = std::max<uint64_t>(kMinSendBytesPerSecond * timeout_ms / 1000, 1);
+        if (stall_sent_ >= wanted) {
+            stall_interval_ms_ = context_.clock.now_ms;
+            stall_sent_ = 0;
+            deadline_ = stall_interval_ms_ + timeout_ms;
+            return Next::Wait;
+        }
+    }
     // Idle: a GOAWAY says so (RFC 9113 §6.8), if the socket takes it.
     if (!write_blocked_) {
         nghttp2_session_terminate_session(session_, NGHTTP2_NO_ERROR);

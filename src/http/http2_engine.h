@@ -30,8 +30,8 @@
 // ENHANCE_YOUR_CALM), nghttp2's guards against CONTINUATION floods
 // (CVE-2024-27316), SETTINGS and PING floods (outbound ACK queue bound). Timeouts: the preface and
 // first request under the header deadline, an idle connection under the keepalive timeout, stalled
-// output under the send timeout. A stopping server sends GOAWAY and lets the streams in flight
-// finish.
+// output under a minimum send rate (each send timeout interval it waits must see 256 bytes a second
+// leave, or it closes). A stopping server sends GOAWAY and lets the streams in flight finish.
 #pragma once
 
 #include "http/http1_engine.h"
@@ -178,7 +178,11 @@ private:
     std::unique_ptr<HeadFields> head_fields_;
     uint64_t deadline_ = 0;
     uint64_t last_activity_ms_ = 0;
-    uint64_t last_write_ms_ = 0; // bytes last left for the client
+    // Output that waits must move kMinSendBytesPerSecond on average over each
+    // --send-timeout interval, or the connection closes at the interval's end.
+    static constexpr uint64_t kMinSendBytesPerSecond = 256;
+    uint64_t stall_interval_ms_ = 0; // when the current interval began
+    uint64_t stall_sent_ = 0;        // bytes that left for the client in it
     uint64_t requests_ = 0;
     int32_t highest_stream_id_ = 0; // of the client's HEADERS so far
     // Bit (id >> 1) % kRememberedStreams: frames on that closed stream are ignored.

@@ -234,6 +234,13 @@ StaticHandler::Probe StaticHandler::probe(std::string_view decoded_path, uint64_
 
 int StaticHandler::open_file(const std::string& rel_path, UniqueFd& fd, struct stat& st) {
     fd = open_confined(root_.get(), rel_path.c_str(), kOpenFlags, options_.symlinks);
+    // Out of descriptors: the cache gives some back, once (issue 32).
+    if (!fd && (errno == EMFILE || errno == ENFILE) && cache_.shed_descriptors()) {
+        log_warn("out of file descriptors (RLIMIT_NOFILE): the open-file cache now keeps at "
+                 "most %zu",
+                 FileCache::descriptor_budget());
+        fd = open_confined(root_.get(), rel_path.c_str(), kOpenFlags, options_.symlinks);
+    }
     if (!fd || fstat(fd.get(), &st) != 0) return status_for_errno(errno, "open");
     return 0;
 }

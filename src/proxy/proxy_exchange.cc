@@ -170,7 +170,7 @@ ProxyExchange::ProxyExchange(BackendGroup& group, Exchange& exchange, const Prox
         host_ = address.starts_with("unix:") ? "localhost" : address;
     }
     chunked_ = exchange.request->chunked;
-    pool_->acquire(*this);
+    pool_->acquire(*this, wants_tunnel());
 }
 
 ProxyExchange::~ProxyExchange() {
@@ -220,11 +220,12 @@ bool ProxyExchange::fail_over() {
     resend_ = backend->take_request();
     backend->release();
     ++attempts_;
+    pool_->release_tunnel_slot(*this);
     pool_ = &group_.pick(exchange_.now_ms, pool_);
     log_info("proxy: trying %s instead", pool_->options().address.text.c_str());
     request_sent_ = false;
     resend_complete_ = complete; // the last chunk is in resend_ already
-    pool_->acquire(*this);
+    pool_->acquire(*this, wants_tunnel());
     return true;
 }
 
@@ -235,9 +236,14 @@ StreamState ProxyExchange::poll() {
             static thread_local time_t last_warning = 0;
             if (exchange_.now_s != last_warning) {
                 last_warning = exchange_.now_s;
-                log_warn("proxy: every connection to %s of this reactor is busy and its queue "
-                         "is full or the wait timed out: 503",
-                         pool_->options().address.text.c_str());
+                if (backend_tunnels_full())
+                    log_warn("proxy: %s has as many tunnels as --proxy-tunnels allows this "
+                             "reactor: 503",
+                             pool_->options().address.text.c_str());
+                else
+                    log_warn("proxy: every connection to %s of this reactor is busy and its "
+                             "queue is full or the wait timed out: 503",
+                             pool_->options().address.text.c_str());
             }
             return failed(503, "Retry-After: 1\r\n");
         }
@@ -285,7 +291,7 @@ StreamState ProxyExchange::poll() {
 void ProxyExchange::send_request(BackendConnection& backend) {
     const Request& request = *exchange_.request;
     bool replayable = is_idempotent(request.method);
-    bool upgrade = !requested_upgrade(request).empty();
+    bool upgrade = wants_tunnel();
     if (resend_.empty()) {
         std::string head;
         append_request_head(request, *exchange_.connection, exchange_.client, host_, head);
@@ -319,7 +325,12 @@ void ProxyExchange::release() {
     if (released_) return;
     released_ = true;
     if (backend_queued()) pool_->cancel_wait(*this);
+    pool_->release_tunnel_slot(*this);
     if (BackendConnection* backend = this->backend()) backend->release();
+}
+
+bool ProxyExchange::wants_tunnel() const {
+    return !requested_upgrade(*exchange_.request).empty();
 }
 
 } // namespace lepus::proxy

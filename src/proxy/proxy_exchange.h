@@ -4,7 +4,8 @@
 //   constructed -> a backend of the group is chosen (round robin, skipping
 //                  the ones that refused a connection lately); its pool gives
 //                  a connection, queues the request, or refuses it (poll:
-//                  Failed, 503 with Retry-After)
+//                  Failed, 503 with Retry-After); an upgrade first takes a
+//                  tunnel slot (--proxy-tunnels), else the same 503
 //   poll        -> the request head (hop-by-hop fields dropped, Host,
 //                  X-Forwarded-*, Forwarded set) and the body bytes as they
 //                  come, re-chunked when the client sent them chunked, at
@@ -66,6 +67,8 @@ private:
     void send_request(BackendConnection& backend);
     // A backend that could not be connected to: the same request to another.
     bool fail_over();
+    // The request asks to switch protocols: it needs one of the backend's tunnel slots.
+    bool wants_tunnel() const;
     StreamState failed(int status, std::string_view headers = {});
 
     BackendGroup& group_;

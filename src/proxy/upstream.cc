@@ -254,6 +254,9 @@ void BackendConnection::process_input() {
             // the engine answers 502). Never reused either way.
             if (code == 101) framing_ = upgrade_ ? BodyFraming::Tunnel : BodyFraming::None;
             if (!head_.keep_alive() || code == 101) reusable_ = false;
+            // A tunnel may stay silent for as long as its client does: it
+            // leaves the pool, which may open another connection for requests.
+            if (tunnel() && state_ == State::Active && client_) pool_.on_tunnel(*this);
             if (framing_ == BodyFraming::Length) left_ = *head_.content_length();
             if (framing_ == BodyFraming::None || (framing_ == BodyFraming::Length && left_ == 0))
                 ended_ = true;
@@ -357,6 +360,11 @@ void BackendConnection::release() {
     BackendClient* client = client_;
     if (client) client->backend_ = nullptr;
     client_ = nullptr;
+    if (detached_) {
+        close_socket();
+        state_ = State::Closed;
+        return pool_.on_tunnel_closed(*this); // frees this
+    }
     bool open = fd_ && failure_ == BackendFailure::None;
     bool sent = body_done_ && wsent_ == wbuf_.size();
     if (open && ended_ && reusable_ && sent && rpos_ == rend_ && body_pos_ == body_.size()) {
@@ -461,7 +469,7 @@ BackendPool::BackendPool(Reactor& reactor, BackendOptions options, UpstreamGauge
 }
 
 BackendPool::~BackendPool() {
-    add_to_gauges(-published_busy_, -published_idle_, -published_queued_);
+    add_to_gauges(-published_busy_, -published_idle_, -published_queued_, -published_tunnels_);
 }
 
 void BackendPool::close_all() {
@@ -469,6 +477,8 @@ void BackendPool::close_all() {
         connection->close_socket();
         connection->state_ = BackendConnection::State::Closed;
     }
+    for (auto& tunnel : tunnels_) // freed when their clients release them
+        tunnel->close_socket();
     idle_.clear();
     closed_.clear();
     for (auto& connection : connections_)
@@ -477,7 +487,7 @@ void BackendPool::close_all() {
     publish_gauges();
 }
 
-void BackendPool::add_to_gauges(uint64_t busy, uint64_t idle, uint64_t queued) {
+void BackendPool::add_to_gauges(uint64_t busy, uint64_t idle, uint64_t queued, uint64_t tunnels) {
     if (!gauges_) return;
     auto add = [](std::atomic<uint64_t>& gauge, uint64_t delta) {
         gauge.store(gauge.load(std::memory_order_relaxed) + delta, std::memory_order_relaxed);
@@ -485,18 +495,30 @@ void BackendPool::add_to_gauges(uint64_t busy, uint64_t idle, uint64_t queued) {
     add(gauges_->busy, busy);
     add(gauges_->idle, idle);
     add(gauges_->queued, queued);
+    add(gauges_->tunnels, tunnels);
 }
 
 void BackendPool::publish_gauges() {
     uint64_t busy = busy_connections(), idle = idle_.size(), queued = queue_size_;
-    add_to_gauges(busy - published_busy_, idle - published_idle_, queued - published_queued_);
+    uint64_t tunnels = tunnels_.size();
+    add_to_gauges(busy - published_busy_, idle - published_idle_, queued - published_queued_,
+                  tunnels - published_tunnels_);
     published_busy_ = busy;
     published_idle_ = idle;
     published_queued_ = queued;
+    published_tunnels_ = tunnels;
 }
 
-void BackendPool::acquire(BackendClient& client) {
-    client.refused_ = false;
+void BackendPool::acquire(BackendClient& client, bool upgrade) {
+    client.refused_ = client.tunnels_full_ = false;
+    if (upgrade && !client.tunnel_slot_) {
+        if (tunnel_slots_taken_ >= options_.tunnels) {
+            client.refused_ = client.tunnels_full_ = true;
+            return;
+        }
+        ++tunnel_slots_taken_;
+        client.tunnel_slot_ = true;
+    }
     if (queue_size_ == 0) {
         if (!idle_.empty()) {
             BackendConnection* connection = idle_.back();
@@ -527,6 +549,12 @@ void BackendPool::acquire(BackendClient& client) {
     ++queue_size_;
     arm_queue_timer();
     publish_gauges();
+}
+
+void BackendPool::release_tunnel_slot(BackendClient& client) {
+    if (!client.tunnel_slot_) return;
+    client.tunnel_slot_ = false;
+    --tunnel_slots_taken_;
 }
 
 void BackendPool::cancel_wait(BackendClient& client) {
@@ -565,6 +593,28 @@ void BackendPool::on_idle_closed(BackendConnection& connection) {
     auto it = std::find(idle_.begin(), idle_.end(), &connection);
     if (it != idle_.end()) idle_.erase(it);
     closed_.push_back(&connection);
+    publish_gauges();
+}
+
+void BackendPool::on_tunnel(BackendConnection& connection) {
+    auto it = std::find_if(connections_.begin(), connections_.end(),
+                           [&](const auto& each) { return each.get() == &connection; });
+    if (it == connections_.end()) return;
+    connection.detached_ = true;
+    tunnels_.push_back(std::move(*it));
+    // The replacement opens when a request needs it.
+    *it = std::make_unique<BackendConnection>(*this, reactor_);
+    on_available(**it);
+    publish_gauges();
+}
+
+void BackendPool::on_tunnel_closed(BackendConnection& connection) {
+    auto it = std::find_if(tunnels_.begin(), tunnels_.end(),
+                           [&](const auto& each) { return each.get() == &connection; });
+    if (it == tunnels_.end()) return;
+    std::unique_ptr<BackendConnection> gone = std::move(*it);
+    *it = std::move(tunnels_.back());
+    tunnels_.pop_back();
     publish_gauges();
 }
 

@@ -34,6 +34,7 @@ using fastcgi::UpstreamGauges;
 struct BackendOptions {
     BackendAddress address;
     size_t connections = 1;               // this reactor's share of --proxy-pool
+    size_t tunnels = 1024;                // this reactor's share of --proxy-tunnels
     size_t queue_limit = 1024;            // --proxy-queue
     uint64_t queue_timeout_ms = 10000;    // --proxy-queue-timeout
     uint64_t connect_timeout_ms = 5000;   // --proxy-connect-timeout
@@ -64,6 +65,8 @@ public:
     BackendConnection* backend() const { return backend_; }
     bool backend_refused() const { return refused_; }
     bool backend_queued() const { return queued_; }
+    // Refused because the backend's tunnels (or upgrades waiting for a 101) are at the limit.
+    bool backend_tunnels_full() const { return tunnels_full_; }
 
 protected:
     ~BackendClient() = default;
@@ -77,6 +80,8 @@ private:
     uint64_t queue_deadline_ = 0;
     bool queued_ = false;
     bool refused_ = false;
+    bool tunnel_slot_ = false; // holds one of the pool's tunnel slots
+    bool tunnels_full_ = false;
 };
 
 class BackendConnection final : public EventHandler {
@@ -188,6 +193,7 @@ private:
     bool received_ = false;   // any byte of the response arrived
     bool retried_ = false;
     bool reusable_ = true;
+    bool detached_ = false; // a tunnel: out of the pool, freed on release()
 };
 
 class BackendPool {
@@ -198,8 +204,13 @@ public:
     BackendPool& operator=(const BackendPool&) = delete;
 
     // Gives `client` a connection now, queues it, or refuses it (queue full).
-    void acquire(BackendClient& client);
+    // `upgrade`: the request may become a tunnel, so it first takes one of the
+    // backend's tunnel slots (options().tunnels), refused when none is left.
+    void acquire(BackendClient& client, bool upgrade = false);
     void cancel_wait(BackendClient& client);
+    // Gives back the client's tunnel slot, if it holds one (it is done, or
+    // tries another backend).
+    void release_tunnel_slot(BackendClient& client);
     // Closes every connection and cancels the timers (see fastcgi::UpstreamPool).
     void close_all();
 
@@ -207,6 +218,8 @@ public:
     size_t idle_connections() const { return idle_.size(); }
     size_t queued() const { return queue_size_; }
     size_t busy_connections() const { return connections_.size() - idle_.size() - closed_.size(); }
+    // Tunnels open (a 101 came), which hold no pool connection.
+    size_t tunnels() const { return tunnels_.size(); }
 
     // Passive health: a backend that refused a connection is skipped until then.
     uint64_t down_until_ms = 0;
@@ -216,18 +229,25 @@ private:
 
     void on_available(BackendConnection& connection);
     void on_idle_closed(BackendConnection& connection);
+    void on_tunnel(BackendConnection& connection);
+    void on_tunnel_closed(BackendConnection& connection);
     void assign(BackendConnection& connection, BackendClient& client);
     BackendClient* pop_waiter();
     void arm_queue_timer();
     static void on_queue_timer(TimerEntry& entry);
     void publish_gauges();
-    void add_to_gauges(uint64_t busy, uint64_t idle, uint64_t queued);
+    void add_to_gauges(uint64_t busy, uint64_t idle, uint64_t queued, uint64_t tunnels);
 
     Reactor& reactor_;
     BackendOptions options_;
     UpstreamGauges* gauges_;
     uint64_t published_busy_ = 0, published_idle_ = 0, published_queued_ = 0;
+    uint64_t published_tunnels_ = 0;
     std::vector<std::unique_ptr<BackendConnection>> connections_;
+    // Connections a 101 turned into tunnels: out of connections_, so the pool
+    // opens others for requests (issue 32: 40 silent WebSockets took 32 of 32).
+    std::vector<std::unique_ptr<BackendConnection>> tunnels_;
+    size_t tunnel_slots_taken_ = 0; // tunnels plus upgrades waiting for their answer
     std::vector<BackendConnection*> idle_;
     std::vector<BackendConnection*> closed_;
     BackendClient* queue_head_ = nullptr;

@@ -111,9 +111,14 @@ bool load_site_auth(std::vector<SiteConfig>& sites, std::string& error) {
 const AuthRule* find_auth_rule(const SiteConfig& site, std::string_view decoded_path) {
     const AuthRule* best = nullptr;
     size_t best_length = 0;
+    auto matches = [decoded_path](const AuthRule& rule, std::string_view prefix) {
+        if (!rule.case_insensitive) return decoded_path.starts_with(prefix);
+        return decoded_path.size() >= prefix.size() &&
+               ascii_iequals(decoded_path.substr(0, prefix.size()), prefix);
+    };
     for (const AuthRule& rule : site.auth)
         for (const std::string& prefix : rule.paths)
-            if (decoded_path.starts_with(prefix) && (!best || prefix.size() > best_length)) {
+            if (matches(rule, prefix) && (!best || prefix.size() > best_length)) {
                 best = &rule;
                 best_length = prefix.size();
             }

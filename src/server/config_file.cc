@@ -376,6 +376,8 @@ public:
                 if (auto file = string(value, name)) rule.htpasswd = *file;
             } else if (name == "off") {
                 if (auto off = boolean(value, name)) rule.off = *off;
+            } else if (name == "case_insensitive") {
+                if (auto any_case = boolean(value, name)) rule.case_insensitive = *any_case;
             } else {
                 error(value, "unknown key '" + std::string(name) + "' in auth");
             }

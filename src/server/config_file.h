@@ -68,8 +68,11 @@ class Htpasswd;
 struct AuthRule {
     std::vector<std::string> paths; // prefixes of the decoded, normalised path
     std::string realm = "Restricted";
-    std::string htpasswd;                  // the file's path
-    bool off = false;                      // no auth under these paths
+    std::string htpasswd; // the file's path
+    bool off = false;     // no auth under these paths
+    // `case_insensitive = true`: prefixes match in any ASCII case, for a
+    // backend that reads /Admin/ as /admin/ (a case-insensitive file system).
+    bool case_insensitive = false;
     std::shared_ptr<const Htpasswd> users; // the file, read by load_site_auth()
     std::string origin;                    // "lepus.toml:12:1", for messages
 };

@@ -23,6 +23,10 @@ void add_proxy_options(CLI::App& app, ProxyOptions& options, ProxyOptionTexts& t
     app.add_option("--proxy-pool", options.pool,
                    "Connections per backend in all, split over the reactors, kept alive (32)")
         ->check(CLI::Range(1u, 65536u));
+    app.add_option("--proxy-tunnels", options.tunnels,
+                   "WebSocket (upgrade) tunnels per backend in all, split over the reactors, "
+                   "apart from the pool (1024); more get 503")
+        ->check(CLI::Range(1u, 1u << 20));
     app.add_option("--proxy-queue", options.queue,
                    "Requests per reactor waiting for a backend connection (1024); more get 503")
         ->check(CLI::Range(0u, 1u << 20));

@@ -20,6 +20,9 @@ struct ServerOptions;
 struct ProxyOptions {
     std::string address; // --proxy: "http://HOST:PORT" or "unix:/path"; empty: off
     unsigned pool = 32;  // connections per backend, summed over the reactors
+    // WebSocket (any upgrade) tunnels per backend, summed over the reactors; they
+    // hold no pool connection. nginx and Caddy have no such bound but the fds.
+    unsigned tunnels = 1024;
     // Requests per reactor waiting for a connection. Larger than FastCGI's 64:
     // nginx opens as many backend connections as it has clients (`keepalive 32`
     // only caches idle ones), so 100 clients behind a 32-connection pool must

@@ -1,6 +1,7 @@
 #include "server/server.h"
 
 #include "base/clock.h"
+#include "http/file_cache.h"
 #include "log/async_logger.h"
 #include "log/error_log.h"
 #include "net/acceptor.h"
@@ -202,6 +203,9 @@ bool Server::start(std::string& error) {
     sigset_t signals = server_signals();
     pthread_sigmask(SIG_BLOCK, &signals, nullptr);
     s.fd_limit = raise_fd_limit();
+    // The open-file caches may keep a quarter of the descriptors; the rest are
+    // the connections', the backends' and the logs' (issue 32).
+    FileCache::set_descriptor_budget(size_t(std::min<rlim_t>(s.fd_limit / 4, SIZE_MAX)));
     s.max_connections = s.options.max_connections
                             ? s.options.max_connections
                             : std::max<int64_t>(int64_t(s.fd_limit) - 128, 16);

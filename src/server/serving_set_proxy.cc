@@ -11,7 +11,8 @@ namespace {
 
 bool same_backend(const proxy::BackendOptions& a, const proxy::BackendOptions& b) {
     return a.address.text == b.address.text && a.connections == b.connections &&
-           a.queue_limit == b.queue_limit && a.queue_timeout_ms == b.queue_timeout_ms &&
+           a.tunnels == b.tunnels && a.queue_limit == b.queue_limit &&
+           a.queue_timeout_ms == b.queue_timeout_ms &&
            a.connect_timeout_ms == b.connect_timeout_ms &&
            a.response_timeout_ms == b.response_timeout_ms &&
            a.idle_timeout_ms == b.idle_timeout_ms && a.head_max == b.head_max;
@@ -33,6 +34,8 @@ SiteHandlers::ProxyRoute make_proxy_route(ServingSet& set, const ServerOptions& 
     proxy::BackendOptions backend;
     // This reactor's share: the backend sees `total` connections in all.
     backend.connections = std::max(1u, total / threads + (index < total % threads ? 1u : 0u));
+    unsigned tunnels = global.tunnels;
+    backend.tunnels = std::max(1u, tunnels / threads + (index < tunnels % threads ? 1u : 0u));
     backend.queue_limit = site && site->queue ? *site->queue : global.queue;
     backend.queue_timeout_ms = global.queue_timeout_ms;
     backend.connect_timeout_ms = global.connect_timeout_ms;

@@ -42,6 +42,7 @@ StatusSnapshot take_snapshot(Worker& worker, const ServingSet& serving, uint64_t
         r.proxy_busy = proxy.busy.load(std::memory_order_relaxed);
         r.proxy_idle = proxy.idle.load(std::memory_order_relaxed);
         r.proxy_queued = proxy.queued.load(std::memory_order_relaxed);
+        r.proxy_tunnels = proxy.tunnels.load(std::memory_order_relaxed);
         TlsCounters& tls = tls_counters(each->reactor().index());
         r.tls_connections = tls.connections.load(std::memory_order_relaxed);
         r.tls_handshakes = tls.handshakes.load(std::memory_order_relaxed);

@@ -75,7 +75,8 @@ void render_status_json(const StatusSnapshot& status, std::string& out) {
         out += "}, \"proxy\": {";
         append_field(out, "busy", r.proxy_busy);
         append_field(out, "idle", r.proxy_idle);
-        append_field(out, "queued", r.proxy_queued, false);
+        append_field(out, "queued", r.proxy_queued);
+        append_field(out, "tunnels", r.proxy_tunnels, false);
         out += "}, \"tls\": {";
         append_field(out, "connections", r.tls_connections);
         append_field(out, "handshakes", r.tls_handshakes);
@@ -154,6 +155,9 @@ void render_status_prometheus(const StatusSnapshot& status, std::string& out) {
                    state + "\"} " + std::to_string(status.reactors[i].*field) + "\n";
     append_per_reactor(out, status, "lepus_proxy_queued_requests", "gauge",
                        "Requests waiting for an HTTP backend connection.", &R::proxy_queued);
+    append_per_reactor(out, status, "lepus_proxy_tunnels", "gauge",
+                       "HTTP backend connections a 101 made tunnels (out of the pool).",
+                       &R::proxy_tunnels);
     append_per_reactor(out, status, "lepus_tls_connections_total", "counter",
                        "Connections accepted on TLS listeners.", &R::tls_connections);
     append_per_reactor(out, status, "lepus_tls_handshakes_total", "counter",

@@ -493,7 +493,8 @@ class ProxyWebSocket(unittest.TestCase):
             self.assertIn("Upgrade: websocket", head)
             reactor = self.reactor()
             self.assertEqual(reactor["connections"]["tunnels"], 1)
-            self.assertEqual(reactor["proxy"]["busy"], 1)  # the tunnel's backend connection
+            # The tunnel's backend connection has left the pool (issue 32).
+            self.assertEqual((reactor["proxy"]["busy"], reactor["proxy"]["tunnels"]), (0, 1))
             s.sendall(ws_frame(1, b"hello", mask=True))
             self.assertEqual(ws_read(read), (1, b"HELLO"))
             big = os.urandom(300000).hex().encode()[:300000].lower()
@@ -507,7 +508,7 @@ class ProxyWebSocket(unittest.TestCase):
             self.assertLess(time.monotonic(), deadline, "the tunnel is still counted")
             time.sleep(0.05)
         proxy = self.reactor()["proxy"]
-        self.assertEqual((proxy["busy"], proxy["queued"]), (0, 0))  # a tunnel is never pooled
+        self.assertEqual((proxy["busy"], proxy["queued"], proxy["tunnels"]), (0, 0, 0))
         # The access log has the 101 with the bytes relayed.
         deadline = time.monotonic() + 5
         while not any('"GET /chat?mode=ws HTTP/1.1" 101 ' in line
@@ -550,7 +551,7 @@ class ProxyDrain(unittest.TestCase):
                 recv_until(s, b"\r\n\r\n")  # the head, then the client leaves
             # lepus reads the rest of the response into the void, then pools the connection.
             deadline = time.monotonic() + 10
-            while pool() != {"busy": 0, "idle": 1, "queued": 0}:
+            while pool() != {"busy": 0, "idle": 1, "queued": 0, "tunnels": 0}:
                 self.assertLess(time.monotonic(), deadline, "not drained: %s" % pool())
                 time.sleep(0.05)
             self.assertEqual(get(server.port, "/w?mode=echo").status, 200)

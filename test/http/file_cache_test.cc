@@ -1,6 +1,8 @@
 #include "http/file_cache.h"
 #include "support/temp_dir.h"
 
+#include <algorithm>
+#include <cstdint>
 #include <fcntl.h>
 #include <fstream>
 #include <gtest/gtest.h>
@@ -94,6 +96,59 @@ TEST_F(FileCacheTest, EvictsLeastRecentlyUsed) {
     EXPECT_FALSE(cache.find("/b", 2));
     EXPECT_TRUE(cache.find("/a", 2));
     EXPECT_TRUE(cache.find("/c", 2));
+}
+
+// Restores the process-wide descriptor budget a test lowers.
+struct DescriptorBudget {
+    explicit DescriptorBudget(size_t budget) : saved(FileCache::descriptor_budget()) {
+        FileCache::set_descriptor_budget(budget);
+    }
+    ~DescriptorBudget() { FileCache::set_descriptor_budget(saved); }
+    size_t saved;
+};
+
+TEST_F(FileCacheTest, DescriptorBudgetIsSharedByEveryCache) {
+    for (int i = 0; i < 40; ++i)
+        write("f" + std::to_string(i), "x");
+    size_t before = FileCache::descriptors_held();
+    DescriptorBudget budget(before + 20);
+    FileCache first(root_.get(), 1000, 1000), second(root_.get(), 1000, 1000);
+    for (int i = 0; i < 20; ++i)
+        first.insert(entry("f" + std::to_string(i)));
+    EXPECT_EQ(first.size(), 20u);
+    EXPECT_EQ(FileCache::descriptors_held(), before + 20);
+    // The second cache's misses find the budget taken: it keeps only its newest.
+    for (int i = 20; i < 40; ++i)
+        second.insert(entry("f" + std::to_string(i)));
+    EXPECT_EQ(second.size(), 1u);
+    EXPECT_TRUE(second.find("/f39", 1));
+    EXPECT_LE(FileCache::descriptors_held(), before + 21);
+    // The first one's next miss gives back its oldest.
+    first.insert(entry("f39"));
+    EXPECT_LE(FileCache::descriptors_held(), before + 20);
+    EXPECT_FALSE(first.find("/f0", 1));
+    EXPECT_TRUE(first.find("/f39", 1));
+}
+
+TEST_F(FileCacheTest, ShedDescriptorsHalvesTheBudget) {
+    for (int i = 0; i < 40; ++i)
+        write("f" + std::to_string(i), "x");
+    DescriptorBudget budget(SIZE_MAX);
+    size_t before = FileCache::descriptors_held();
+    {
+        FileCache cache(root_.get(), 1000, 1000);
+        for (int i = 0; i < 40; ++i)
+            cache.insert(entry("f" + std::to_string(i)));
+        ASSERT_EQ(FileCache::descriptors_held(), before + 40);
+        EXPECT_TRUE(cache.shed_descriptors()); // as after an EMFILE
+        EXPECT_EQ(FileCache::descriptor_budget(), std::max<size_t>((before + 40) / 2, 16));
+        EXPECT_LE(FileCache::descriptors_held(), FileCache::descriptor_budget());
+        EXPECT_TRUE(cache.find("/f39", 1)); // the most recent stay
+        EXPECT_FALSE(cache.find("/f0", 1));
+    }
+    EXPECT_EQ(FileCache::descriptors_held(), before); // every entry gave its count back
+    FileCache empty(root_.get(), 8, 1000);
+    EXPECT_FALSE(empty.shed_descriptors());
 }
 
 TEST_F(FileCacheTest, ReferencedEntryOutlivesEviction) {

@@ -72,6 +72,31 @@ TEST(AuthRules, LongestPrefixWinsAndOffOpens) {
     EXPECT_EQ(find_auth_rule(site, "/"), nullptr);
 }
 
+TEST(AuthRules, CaseInsensitiveRulesMatchAnyCase) {
+    SiteConfig site;
+    AuthRule api;
+    api.paths = {"/api/private/"};
+    api.htpasswd = "/x";
+    site.auth = {api};
+    // By default a prefix is matched as written (nginx's `location`).
+    EXPECT_EQ(find_auth_rule(site, "/api/private/x"), &site.auth[0]);
+    EXPECT_EQ(find_auth_rule(site, "/api/Private/x"), nullptr);
+    EXPECT_EQ(find_auth_rule(site, "/API/PRIVATE/x"), nullptr);
+    site.auth[0].case_insensitive = true;
+    EXPECT_EQ(find_auth_rule(site, "/api/Private/x"), &site.auth[0]);
+    EXPECT_EQ(find_auth_rule(site, "/API/PRIVATE/x"), &site.auth[0]);
+    EXPECT_EQ(find_auth_rule(site, "/api/privat"), nullptr); // still a prefix
+    EXPECT_EQ(find_auth_rule(site, "/api/public/x"), nullptr);
+    // An `off` rule may be case-insensitive too; the longest prefix still wins.
+    AuthRule open;
+    open.paths = {"/api/private/open/"};
+    open.off = true;
+    open.case_insensitive = true;
+    site.auth.push_back(open);
+    EXPECT_EQ(find_auth_rule(site, "/Api/Private/OPEN/a"), nullptr);
+    EXPECT_EQ(find_auth_rule(site, "/Api/Private/closed"), &site.auth[0]);
+}
+
 class AuthConfigTest : public ::testing::Test {
 protected:
     void SetUp() override {
@@ -96,7 +121,7 @@ TEST_F(AuthConfigTest, TheAuthKeyOfASite) {
 root = "/srv"
 auth = [{ paths = ["/admin/"], realm = "Staff only", htpasswd = ")" +
                                                          passwords + R"(" },
-        { paths = "/admin/public/", off = true }]
+        { paths = "/admin/public/", off = true, case_insensitive = true }]
 )"),
                                  config, errors))
         << errors.front();
@@ -106,6 +131,8 @@ auth = [{ paths = ["/admin/"], realm = "Staff only", htpasswd = ")" +
     EXPECT_EQ(rules[0].realm, "Staff only");
     EXPECT_EQ(rules[0].paths, std::vector<std::string>{"/admin/"});
     EXPECT_TRUE(rules[1].off);
+    EXPECT_FALSE(rules[0].case_insensitive);
+    EXPECT_TRUE(rules[1].case_insensitive);
     std::string error;
     ASSERT_TRUE(load_site_auth(config.sites, error)) << error;
     ASSERT_TRUE(rules[0].users);

@@ -25,6 +25,7 @@ StatusSnapshot sample() {
     r.proxy_busy = 6;
     r.proxy_idle = 8;
     r.proxy_queued = 9;
+    r.proxy_tunnels = 11;
     status.reactors = {r, StatusSnapshot::Reactor{}};
     status.status_codes = {{200, 40}, {404, 2}};
     status.fastcgi_502 = 1;
@@ -40,7 +41,8 @@ TEST(StatusPage, JsonHasTheCounters) {
     EXPECT_NE(out.find("\"bad_gateway_502\": 1"), std::string::npos);
     EXPECT_NE(out.find("\"fastcgi\": {\"busy\": 2, \"idle\": 5, \"queued\": 7}"), std::string::npos)
         << out;
-    EXPECT_NE(out.find("\"proxy\": {\"busy\": 6, \"idle\": 8, \"queued\": 9}"), std::string::npos)
+    EXPECT_NE(out.find("\"proxy\": {\"busy\": 6, \"idle\": 8, \"queued\": 9, \"tunnels\": 11}"),
+              std::string::npos)
         << out;
     EXPECT_NE(out.find("\"tunnels\": 4"), std::string::npos) << out;
     // Balanced braces and brackets (the e2e test parses it with python's json).
@@ -79,6 +81,7 @@ TEST(StatusPage, PrometheusLinesAreWellFormed) {
     EXPECT_NE(out.find("lepus_proxy_connections{reactor=\"0\",state=\"idle\"} 8\n"),
               std::string::npos);
     EXPECT_NE(out.find("lepus_proxy_queued_requests{reactor=\"0\"} 9\n"), std::string::npos);
+    EXPECT_NE(out.find("lepus_proxy_tunnels{reactor=\"0\"} 11\n"), std::string::npos);
     EXPECT_NE(out.find("lepus_connections{reactor=\"0\",state=\"tunnel\"} 4\n"), std::string::npos);
 }
 
