@@ -122,6 +122,41 @@ class SlowPosts:
             s.close()
 
 
+def read_h2_frames(sock, seconds, done):
+    """Frames (type, flags, stream, payload) until done(frames) or `seconds` pass."""
+    sock.settimeout(seconds)
+    deadline = time.monotonic() + seconds
+    data, frames = b"", []
+    while not done(frames) and time.monotonic() < deadline:
+        try:
+            chunk = sock.recv(65536)
+        except (socket.timeout, ConnectionResetError):
+            break
+        if not chunk:
+            break
+        data += chunk
+        while len(data) >= 9 and len(data) >= 9 + int.from_bytes(data[:3], "big"):
+            length = int.from_bytes(data[:3], "big")
+            frames.append((data[3], data[4], int.from_bytes(data[5:9], "big") & 0x7FFFFFFF,
+                           data[9:9 + length]))
+            data = data[9 + length:]
+    return frames
+
+
+def read_resets(sock, streams, seconds):
+    """{stream: RST_STREAM error code} for the `streams` reset within `seconds`."""
+    frames = read_h2_frames(sock, seconds, lambda frames: streams <= {
+        f[2] for f in frames if f[0] == 3})
+    return {f[2]: int.from_bytes(f[3][:4], "big") for f in frames if f[0] == 3}
+
+
+def read_data(sock, stream, seconds):
+    """The DATA payload of `stream` up to its END_STREAM."""
+    frames = read_h2_frames(sock, seconds, lambda frames: any(
+        f[2] == stream and f[1] & 1 for f in frames))
+    return b"".join(f[3] for f in frames if f[0] == 0 and f[2] == stream)
+
+
 def http2_run():
     return harness.PROTOCOL if harness.PROTOCOL in ("h2", "h2c") else None
 
@@ -229,6 +264,29 @@ class PhpBuffering(unittest.TestCase):
                 pass  # refused while sending
             r = harness.read_response(s)
         self.assertEqual(r.status, 413)
+
+    def test_a_client_that_stops_sending_its_body_meets_the_body_timeout(self):
+        # With buffering no backend timeout ends the wait: the body timeout
+        # does, for the client alone (HTTP/1.1: closed; HTTP/2: the stream is
+        # reset, the connection and its other streams go on).
+        server = harness.Lepus(self.args("--body-timeout", "1s"))
+        try:
+            slow = SlowPosts(server, "/echo.php", "www.test", count=1, http2=http2_run())
+            try:
+                self.assertTrue(harness.is_closed(slow.h1[0], timeout=15))
+                if slow.h2:
+                    resets = read_resets(slow.h2, {1, 3, 5, 7}, seconds=15)
+                    self.assertEqual(resets, {1: 8, 3: 8, 5: 8, 7: 8})  # CANCEL
+                    # The connection still serves a request.
+                    block = hpack([(b":method", b"GET"), (b":scheme", b"https" if http2_run() ==
+                                   "h2" else b"http"), (b":path", b"/hello.php"),
+                                   (b":authority", b"www.test")])
+                    slow.h2.sendall(h2_frame(1, 0x5, 9, block))
+                    self.assertIn(b"hello from www.test", read_data(slow.h2, 9, seconds=15))
+            finally:
+                slow.close()
+        finally:
+            server.stop(harness.LepusTestCase._Checker())
 
     def test_a_temp_dir_that_is_gone_answers_500_for_a_large_body(self):
         temp = os.path.join(self.dir, "gone")
