@@ -240,6 +240,7 @@ bool Http2Engine::write_output() {
 
 void Http2Engine::start_exchange(Http2Stream& stream) {
     stream.started = true;
+    stream.body_active_ms = context_.clock.now_ms;
     ++requests_;
     Request& request = stream.request;
     int refused = stream.complete_request();
@@ -528,9 +529,48 @@ void Http2Engine::plan_deadline() {
                     (requests_ == 0 ? options.header_timeout_ms : options.keepalive_timeout_ms);
     else
         deadline_ = 0; // streams wait on their backends, which have their own timeouts
+    // A stream waiting for its client's body: the body timeout, as HTTP/1.1
+    // has it (with request buffering no backend timeout would end the wait).
+    if (uint64_t body = body_deadline(); body != 0 && (deadline_ == 0 || body < deadline_))
+        deadline_ = body;
+}
+
+// Whether `stream` waits for request body bytes its response stream would take.
+static bool waits_for_body(const Http2Stream& stream) {
+    return stream.started && stream.exchange.stream && !stream.request_ended &&
+           !stream.body_ended && !stream.submitted && stream.body_pending.empty();
+}
+
+uint64_t Http2Engine::body_deadline() const {
+    uint64_t earliest = 0;
+    for (const auto& [id, stream] : streams_)
+        if (waits_for_body(*stream)) {
+            uint64_t at = stream->body_active_ms + context_.options.body_timeout_ms;
+            if (earliest == 0 || at < earliest) earliest = at;
+        }
+    return earliest;
+}
+
+bool Http2Engine::reset_idle_bodies() {
+    bool any = false;
+    for (auto& [id, stream] : streams_) {
+        if (!waits_for_body(*stream) ||
+            stream->body_active_ms + context_.options.body_timeout_ms > context_.clock.now_ms)
+            continue;
+        // nginx's client_body_timeout: 408 in the log; the stream is cancelled.
+        log_info("client %s: stream %d sent no body bytes within the body timeout, resetting it",
+                 info_.peer.to_string().c_str(), int(id));
+        if (!stream->accounted) context_.handler.account(stream->exchange, 408, 0);
+        stream->accounted = true;
+        reset_stream(id, NGHTTP2_CANCEL);
+        any = true;
+    }
+    return any;
 }
 
 Http2Engine::Next Http2Engine::on_deadline() {
+    // Fresh: a stream's body may have come (or ended) since the last plan.
+    if (!lingering_ && !closed_) plan_deadline();
     if (deadline_ == 0 || context_.clock.now_ms < deadline_) return Next::Wait;
     if (lingering_) return Next::Close;
     if (stalled_) {
@@ -546,6 +586,12 @@ Http2Engine::Next Http2Engine::on_deadline() {
             deadline_ = stall_interval_ms_ + timeout_ms;
             return Next::Wait;
         }
+    } else if (reset_idle_bodies()) {
+        // A stream whose client stopped sending its body was reset for it
+        // (--body-timeout): the connection and its other streams go on.
+        if (!write_output()) return Next::Close;
+        plan_deadline();
+        return Next::Wait;
     }
     // Idle: a GOAWAY says so (RFC 9113 §6.8), if the socket takes it.
     if (!write_blocked_) {

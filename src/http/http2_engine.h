@@ -144,6 +144,10 @@ private:
     void offer_body(Http2Stream& stream);
     void finish_stream(Http2Stream& stream);
     void plan_deadline();
+    // The earliest body deadline of the streams waiting for their client's
+    // body (0: none); reset_idle_bodies() resets those past it (408).
+    uint64_t body_deadline() const;
+    bool reset_idle_bodies();
     // RST_STREAM from us (on_frame_send remembers the id).
     void reset_stream(int32_t id, uint32_t error_code);
     // A client's HEADERS with a new stream id: the ids skipped are closed

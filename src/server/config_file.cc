@@ -95,7 +95,7 @@ public:
                 (option == "--compress" || option == "--defer-accept" || option == "--http2" ||
                  option == "--h2c" || option == "--h2c-sendfile" || option == "--pin" ||
                  option == "--ktls" || option == "--notsent-lowat" ||
-                 option == "--fastcgi-keepalive")) {
+                 option == "--fastcgi-keepalive" || option == "--request-buffering")) {
                 // Options that take on|off: `compress = false` means off (and
                 // `notsent_lowat = true` is refused as not a size).
                 out.arguments.push_back(option);
@@ -205,6 +205,8 @@ public:
                     site.symlinks = *text;
             } else if (name == "compress") {
                 site.compress = boolean(node, name);
+            } else if (name == "request_buffering") {
+                site.request_buffering = boolean(node, name);
             } else if (name == "try_files" || name == "spa") {
                 try_files(node, name, site);
             } else if (name == "x_accel") {

@@ -83,7 +83,8 @@ struct SiteConfig {
     std::string root;
     std::optional<std::vector<std::string>> index;
     std::optional<bool> autoindex, dotfiles_allow, compress;
-    std::optional<std::string> symlinks; // "beneath", "follow", "owner"
+    std::optional<bool> request_buffering; // false: bodies stream to the backend
+    std::optional<std::string> symlinks;   // "beneath", "follow", "owner"
     std::optional<std::string> access_log;
     std::optional<SiteFastCgi> fastcgi;
     std::optional<SiteProxy> proxy;

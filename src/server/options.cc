@@ -171,6 +171,7 @@ struct OptionTexts {
     std::string defer_accept = "on", compress = "on", symlinks = "beneath";
     std::string notsent_lowat = "32k";
     std::string fastcgi_keepalive = "off";
+    std::string request_buffering = "on", client_body_buffer = "64k";
     std::string http2 = "on", h2c = "on", h2c_sendfile = "off", pin = "off", ktls = "on";
     bool no_pin = false; // the older spelling of --pin off, kept
     ProxyOptionTexts proxy;
@@ -299,6 +300,17 @@ void add_log_and_limit_options(CLI::App& app, ServerOptions& options, OptionText
     app.add_option("--shutdown-timeout", shutdown_timeout, "Grace period on SIGTERM (10s)")
         ->check(duration);
     app.add_option("--max-body-size", max_body_size, "Largest request body (1m)")->check(size);
+    app.add_option("--request-buffering", texts.request_buffering,
+                   "on: take a body whole before a script or backend gets it (a slow client "
+                   "holds no backend connection); off: stream it")
+        ->capture_default_str()
+        ->check(CLI::IsMember({"on", "off"}));
+    app.add_option("--client-body-buffer", texts.client_body_buffer,
+                   "Body bytes kept in memory; a larger body goes to a file in --temp-dir")
+        ->capture_default_str()
+        ->check(size);
+    app.add_option("--temp-dir", options.temp_dir,
+                   "Directory for request body files, unnamed (default: $TMPDIR or /tmp)");
 }
 
 void add_file_and_php_options(CLI::App& app, ServerOptions& options, OptionTexts& texts) {
@@ -479,7 +491,15 @@ std::string finish_options(const CLI::App& app, ServerOptions& options, const Op
                  {&fastcgi_queue_timeout, &options.fastcgi_queue_timeout_ms},
                  {&fastcgi_timeout, &options.fastcgi_timeout_ms},
                  {&fastcgi_idle_timeout, &options.fastcgi_idle_timeout_ms}},
-                {{&max_body_size, &options.max_body_size}});
+                {{&max_body_size, &options.max_body_size},
+                 {&texts.client_body_buffer, &options.client_body_buffer}});
+    options.request_buffering = texts.request_buffering == "on";
+    if (options.temp_dir.empty()) {
+        const char* tmpdir = std::getenv("TMPDIR");
+        options.temp_dir = tmpdir && *tmpdir ? tmpdir : "/tmp";
+    }
+    if (struct stat st; stat(options.temp_dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
+        return "--temp-dir '" + options.temp_dir + "' is not a directory";
     options.pin_threads = texts.pin == "on" && !texts.no_pin;
     std::vector<Cidr> trusted;
     std::string ignored; // checked by the validator

@@ -45,6 +45,12 @@ struct ServerOptions {
     uint64_t send_timeout_ms = 60000;
     uint64_t shutdown_timeout_ms = 10000;
     uint64_t max_body_size = 1 << 20;
+    // Request bodies for scripts and backends are taken whole before a backend
+    // connection is (nginx's fastcgi_request_buffering): --request-buffering
+    // on|off, in memory up to --client-body-buffer, then in a file in --temp-dir.
+    bool request_buffering = true;
+    uint64_t client_body_buffer = 64 * 1024;
+    std::string temp_dir; // set from $TMPDIR, else /tmp, when not given
 
     std::vector<std::string> index = {"index.html"};
     bool compress = true;      // --compress on|off: gzip, br, zstd on the fly

@@ -1,5 +1,6 @@
 #include "server/response_filters.h"
 
+#include "base/ascii.h"
 #include "http/compress_stream.h"
 #include "server/serving_set.h"
 #include "server/x_accel.h"
@@ -40,6 +41,16 @@ void wrap_response_stream(Exchange& exchange, const SiteHandlers& site, StreamOr
     if (site.compress)
         exchange.stream = std::make_unique<CompressingStream>(std::move(exchange.stream),
                                                               stream_coding(*exchange.request));
+}
+
+bool buffers_request_body(const Exchange& exchange, const SiteHandlers& site) {
+    const Request& request = *exchange.request;
+    if (!site.body_buffer || !request.has_body()) return false;
+    // An upgrade's bytes after the head are the tunnel's, with no end to wait
+    // for (RFC 9110 §7.8): they stream.
+    for (const Header& header : request.headers)
+        if (ascii_iequals(header.name, "Upgrade")) return false;
+    return true;
 }
 
 } // namespace lepus

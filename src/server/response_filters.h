@@ -7,6 +7,9 @@
 //     instead of the backend's body;
 //   - compression in the coding the client accepts (http/compress_stream.h),
 //     when the site compresses.
+// Before them, nearest the backend: a request body is taken whole first
+// (http/buffered_body_stream.h) when the site buffers bodies, so that a slow
+// client never holds a backend connection (issue 32).
 // The router applies the other response rules to every answer, streamed or
 // not, on its own: the site's header rules (Router::add_rule_headers), error
 // pages (Router::fail) and the access log line (Router::account).
@@ -24,5 +27,10 @@ enum class StreamOrigin : uint8_t { Script, ErrorScript, Proxy };
 
 // Wraps exchange.stream (set by the handler) in the site's response filters.
 void wrap_response_stream(Exchange& exchange, const SiteHandlers& site, StreamOrigin origin);
+
+// Whether the backend stream for `exchange` is made only once the request
+// body is whole (a BufferedBodyStream with site.body_buffer): a request with a
+// body, on a site that buffers, that does not ask to switch protocols.
+bool buffers_request_body(const Exchange& exchange, const SiteHandlers& site);
 
 } // namespace lepus

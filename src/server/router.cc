@@ -35,6 +35,28 @@ void apply_forwarded_for(const ServerOptions& options, Exchange& exchange) {
         options.trusted_proxies.client_of(exchange.connection->socket_peer, {values, count});
 }
 
+// A ScriptTarget whose views it owns: the resolver and the router's scratch
+// strings serve other requests while a buffered body arrives.
+class OwnedScriptTarget {
+public:
+    explicit OwnedScriptTarget(const fastcgi::ScriptTarget& target)
+        : document_root_(target.document_root), script_name_(target.script_name),
+          path_info_(target.path_info), script_filename_(target.script_filename),
+          server_name_(target.server_name), rewritten_path_(target.rewritten_path),
+          rewritten_query_(target.rewritten_query), internal_redirect_(target.internal_redirect),
+          rewritten_(target.rewritten) {}
+
+    fastcgi::ScriptTarget view() const {
+        return {document_root_,     script_name_, path_info_,      script_filename_, server_name_,
+                internal_redirect_, rewritten_,   rewritten_path_, rewritten_query_};
+    }
+
+private:
+    std::string document_root_, script_name_, path_info_, script_filename_, server_name_;
+    std::string rewritten_path_, rewritten_query_;
+    bool internal_redirect_, rewritten_;
+};
+
 ReplyContext reply_context(const Exchange& exchange) {
     const Request& request = *exchange.request;
     return ReplyContext{exchange.now_s, exchange.keep_alive, request.is_head(),
@@ -373,8 +395,20 @@ void Router::route_request(Exchange& exchange, RouteState& route, const Request&
                 target.rewritten_path = request.path;
                 target.rewritten_query = request.query;
             }
-            exchange.stream = std::make_unique<fastcgi::FastCgiExchange>(
-                route.serving->pool_of(site), exchange, target);
+            fastcgi::UpstreamPool& pool = route.serving->pool_of(site);
+            if (buffers_request_body(exchange, site)) {
+                // php-fpm gets the request once its body is here: a child is
+                // not held by a client that sends slowly (issue 32).
+                exchange.stream = std::make_unique<BufferedBodyStream>(
+                    [&pool, &exchange, owned = OwnedScriptTarget(target)] {
+                        return std::make_unique<fastcgi::FastCgiExchange>(pool, exchange,
+                                                                          owned.view());
+                    },
+                    *site.body_buffer);
+            } else {
+                exchange.stream =
+                    std::make_unique<fastcgi::FastCgiExchange>(pool, exchange, target);
+            }
             // X-Accel-Redirect / X-Sendfile (the files answer instead: redirect()), compression.
             return wrap_response_stream(exchange, site, StreamOrigin::Script);
         }

@@ -27,8 +27,20 @@ bool Router::route_to_proxy(Exchange& exchange, RouteState& state) {
             match = match || path_.starts_with(prefix);
         if (!match) return false;
     }
-    exchange.stream = std::make_unique<proxy::ProxyExchange>(
-        state.serving->proxy_of(site), exchange, proxy::ProxyTarget{route.host});
+    proxy::BackendGroup& group = state.serving->proxy_of(site);
+    if (buffers_request_body(exchange, site)) {
+        // The backend connection is taken once the body is here (nginx's
+        // proxy_request_buffering on): slow clients cannot empty the pool.
+        exchange.stream = std::make_unique<BufferedBodyStream>(
+            [&group, &exchange, &route] {
+                return std::make_unique<proxy::ProxyExchange>(group, exchange,
+                                                              proxy::ProxyTarget{route.host});
+            },
+            *site.body_buffer);
+    } else {
+        exchange.stream =
+            std::make_unique<proxy::ProxyExchange>(group, exchange, proxy::ProxyTarget{route.host});
+    }
     // The same response filters as a script's: X-Accel-Redirect, compression.
     wrap_response_stream(exchange, site, StreamOrigin::Proxy);
     return true;

@@ -46,6 +46,10 @@ fastcgi::UpstreamOptions backend_options(const ServerOptions& options, const Sit
     return upstream;
 }
 
+BodyBufferOptions body_buffer_options(const ServerOptions& options) {
+    return {size_t(options.client_body_buffer), options.temp_dir};
+}
+
 } // namespace
 
 std::shared_ptr<AsyncLogger> SiteLogs::get(const std::string& path, std::string& error) {
@@ -111,6 +115,7 @@ std::unique_ptr<ServingSet> make_serving_set(const ServerOptions& options,
     if (!set->root.files) return nullptr;
     set->root.try_files = options.try_files;
     set->root.compress = options.compress;
+    if (options.request_buffering) set->root.body_buffer = body_buffer_options(options);
     if (!make_x_accel_files(options.x_accel, base, set->root, error)) return nullptr;
     set->sites = sites;
     bool global_fastcgi = !options.fastcgi.empty();
@@ -129,6 +134,8 @@ std::unique_ptr<ServingSet> make_serving_set(const ServerOptions& options,
         handlers.config = &site;
         handlers.try_files = site.try_files ? site.try_files : options.try_files;
         handlers.compress = site.compress.value_or(options.compress);
+        if (site.request_buffering.value_or(options.request_buffering))
+            handlers.body_buffer = body_buffer_options(options);
         StaticOptions site_options = base;
         site_options.root = site.root;
         if (site.index)

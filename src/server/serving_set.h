@@ -12,6 +12,7 @@
 
 #include "fastcgi/script_resolver.h"
 #include "fastcgi/upstream.h"
+#include "http/buffered_body_stream.h"
 #include "http/static_handler.h"
 #include "log/async_logger.h"
 #include "proxy/proxy_exchange.h"
@@ -37,6 +38,9 @@ struct SiteHandlers {
     const SiteConfig* config = nullptr;               // null for the default root
     std::optional<TryFiles> try_files;                // the site's, else --try-files / --spa
     bool compress = true;                             // scripts' output too (--compress)
+    // Request bodies for scripts and backends are taken whole first (memory,
+    // then a temporary file); nullopt: streamed (`request_buffering = false`).
+    std::optional<BodyBufferOptions> body_buffer;
     // The internal folder for X-Accel-Redirect / X-Sendfile and its files; null: none.
     std::optional<XAccel> x_accel;
     std::unique_ptr<StaticHandler> x_accel_files;

@@ -56,6 +56,9 @@ struct Http2Stream {
     bool body_ended = false;    // end_body() told to the response stream
     std::string body_pending;   // request body bytes the response stream has not taken
     uint64_t body_received = 0;
+    // When the head or the last body bytes came: a stream whose response
+    // stream takes the body and that sends none for --body-timeout is reset.
+    uint64_t body_active_ms = 0;
     // The answer.
     bool submitted = false; // HEADERS submitted
     bool relaying = false;  // DATA comes from exchange.stream
