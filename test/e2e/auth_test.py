@@ -362,29 +362,22 @@ class RemoteUserForPhp(unittest.TestCase):
         harness.require_binary()
         if not phpfpm.find_php_fpm():
             raise unittest.SkipTest("php-fpm not installed (apt-get install php-fpm)")
-        cls.fpm = phpfpm.PhpFpm(children=2)
-        try:
-            cls.setup = Setup(cls, extra_site='fastcgi = "%s"' % cls.fpm.address)
-            htpasswd(cls.setup.passwords, "bob", "secret", create=True)
-            htpasswd(cls.setup.passwords, "amy", "amy-pass")
-            cls.setup.write_config()
-            script = ("<?php header('Content-Type: application/json'); echo json_encode(["
-                      "'user' => $_SERVER['REMOTE_USER'] ?? null, "
-                      "'type' => $_SERVER['AUTH_TYPE'] ?? null, "
-                      "'body' => file_get_contents('php://input')]);\n")
-            cls.setup.write("admin/who.php", script)
-            cls.setup.write("who.php", script)
-            cls.server = harness.Lepus(["--config", cls.setup.config], root=cls.setup.root)
-        except Exception:
-            cls.fpm.cleanup()
-            raise
+        cls.setup = Setup(cls)
+        htpasswd(cls.setup.passwords, "bob", "secret", create=True)
+        htpasswd(cls.setup.passwords, "amy", "amy-pass")
 
-    @classmethod
-    def tearDownClass(cls):
-        try:
-            cls.server.stop(harness.LepusTestCase._Checker())
-        finally:
-            cls.fpm.cleanup()
+        def configure(address):
+            cls.setup.extra_site = 'fastcgi = "%s"' % address
+            cls.setup.write_config()
+            return ["--config", cls.setup.config]
+        cls.fpm, cls.server = phpfpm.start_site(cls, configure, children=2, fastcgi=False,
+                                                root=cls.setup.root)
+        script = ("<?php header('Content-Type: application/json'); echo json_encode(["
+                  "'user' => $_SERVER['REMOTE_USER'] ?? null, "
+                  "'type' => $_SERVER['AUTH_TYPE'] ?? null, "
+                  "'body' => file_get_contents('php://input')]);\n")
+        cls.setup.write("admin/who.php", script)
+        cls.setup.write("who.php", script)
 
     def test_php_sees_remote_user_and_auth_type(self):
         for _ in range(2):  # first through the verifier, then cached

@@ -8,17 +8,19 @@ stylesheet and script bundles, a template image behind Debian's symlinks into
 lepus with X-Sendfile (--x-accel).
 
 The installation is copied to a scratch folder with its own configuration and
-data (a DOKU_CONF preload), so the system's wiki is never touched."""
+data (a DOKU_CONF preload), so the system's wiki is never touched.
+
+A matrix test (issue 31): CTest runs it over HTTP/1.1, h2 and h2c. The browser
+is harness.Lepus.fetch() with a cookie store and redirects followed here; the
+redirects DokuWiki builds must name the scheme the request came in with
+(https over TLS: lepus passes HTTPS=on)."""
 import hashlib
 import html.parser
-import http.cookiejar
 import os
 import shutil
 import time
 import unittest
-import urllib.error
 import urllib.parse
-import urllib.request
 
 import harness
 import phpfpm
@@ -65,9 +67,11 @@ def forms_of(page):
     return parser.forms
 
 
-class NoRedirect(urllib.request.HTTPRedirectHandler):
-    def redirect_request(self, *args, **kwargs):
-        return None
+class Headers(dict):
+    """Response headers by any spelling of the name; None when absent."""
+
+    def __getitem__(self, name):
+        return self.get(name.lower())
 
 
 @unittest.skipUnless(os.path.isfile(os.path.join(INSTALL, "doku.php")),
@@ -98,35 +102,54 @@ class DokuWiki(unittest.TestCase):
                     % (USER, hashlib.md5(PASSWORD.encode()).hexdigest()))
         with open(os.path.join(conf, "acl.auth.php"), "w") as f:
             f.write("*\t@ALL\t1\n*\t@user\t8\n")
-        cls.fpm = phpfpm.PhpFpm(children=4)
-        try:
-            cls.server = harness.Lepus(root=cls.wiki, args=[
-                "--fastcgi", cls.fpm.address, "--symlinks", "follow",
-                "--index", "doku.php",
-                "--try-files", "$uri $uri/ /doku.php?id=$uri&$args",
-                "--x-accel", "/_media/=" + os.path.join(cls.data, "media")])
-        except Exception:
-            cls.fpm.cleanup()
-            raise
-        cls.base = "http://127.0.0.1:%d" % cls.server.port
-        cls.cookies = http.cookiejar.CookieJar()
-        cls.browser = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(cls.cookies))
+        cls.fpm, cls.server = phpfpm.start_site(cls, [
+            "--symlinks", "follow", "--index", "doku.php",
+            "--try-files", "$uri $uri/ /doku.php?id=$uri&$args",
+            "--x-accel", "/_media/=" + os.path.join(cls.data, "media")],
+            children=4, root=cls.wiki)
+        # The URL DokuWiki builds from HTTP_HOST and HTTPS.
+        cls.base = cls.server.url("")
+        cls.cookies = {}
 
     @classmethod
     def tearDownClass(cls):
-        try:
-            cls.server.stop(harness.LepusTestCase._Checker())
-        finally:
-            cls.fpm.cleanup()
-            harness.remove_temp_dir(cls.tmp)
+        harness.remove_temp_dir(cls.tmp)
 
     def open(self, path, form=None):
-        body = urllib.parse.urlencode(form).encode() if form is not None else None
-        try:
-            with self.browser.open(self.base + path, data=body, timeout=30) as response:
-                return response.status, response.headers, response.read()
-        except urllib.error.HTTPError as error:
-            return error.code, error.headers, error.read()
+        """A browser's request: the cookies kept, a redirect followed (a POST's
+        as a GET, RFC 9110 §15.4.4). Returns (status, Headers, body)."""
+        method, body = ("POST", urllib.parse.urlencode(form)) if form is not None else ("GET", None)
+        for _ in range(5):
+            headers = ["Host: " + urllib.parse.urlsplit(self.base).netloc]
+            if body is not None:
+                headers.append("Content-Type: application/x-www-form-urlencoded")
+            if self.cookies:
+                headers.append("Cookie: " + "; ".join("%s=%s" % c for c in self.cookies.items()))
+            response = self.server.fetch(path, headers=headers, method=method, body=body)
+            self.keep_cookies(response)
+            location = response.header("location")
+            if response.status not in (301, 302, 303, 307) or not location:
+                return response.status, Headers(response.headers), response.body
+            if "://" in location:
+                self.assertTrue(location.startswith(self.base + "/"), location)
+                location = location[len(self.base):]
+            path = location
+            if response.status == 303 or (response.status in (301, 302) and method == "POST"):
+                method, body = "GET", None
+        self.fail("more than 5 redirects from " + path)
+
+    def keep_cookies(self, response):
+        for line in response.header_lines:
+            name, _, value = line.partition(":")
+            if name.strip().lower() != "set-cookie":
+                continue
+            pair, _, attributes = value.strip().partition(";")
+            key, _, cookie = pair.partition("=")
+            if cookie == "deleted" or "expires=thu, 01 jan 1970" in attributes.lower() \
+                    or "max-age=0" in attributes.lower().replace(" ", ""):
+                self.cookies.pop(key, None)
+            else:
+                self.cookies[key] = cookie
 
     def page(self, path, form=None):
         status, _, body = self.open(path, form)

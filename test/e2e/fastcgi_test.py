@@ -129,25 +129,16 @@ class PhpSiteTests:
         require_php_fpm()
         # As many children as the default pool: any size is safe with the
         # default --fastcgi-keepalive off, this one lets every connection run at once.
-        cls.fpm = phpfpm.PhpFpm(children=8, tcp=cls.TCP)
-        try:
-            cls.server = harness.Lepus(["--fastcgi", cls.fpm.address, "--threads", "2",
-                                        "--index", "index.php,index.html"])
-        except Exception:
-            cls.fpm.cleanup()
-            raise
+        cls.fpm, cls.server = phpfpm.start_site(
+            cls, ["--threads", "2", "--index", "index.php,index.html"], children=8, tcp=cls.TCP)
         populate_site(cls.server)
         cls.sock = None
         cls.leftover = b""
 
     @classmethod
     def tearDownClass(cls):
-        if cls.sock:
+        if cls.sock:  # before the stops (class cleanups, which run after this)
             cls.sock.close()
-        try:
-            cls.server.stop(harness.LepusTestCase._Checker())
-        finally:
-            cls.fpm.cleanup()
 
     def request(self, method, target, headers=(), body=None, chunked=False):
         lines = ["%s %s HTTP/1.1" % (method, target), "Host: localhost"] + list(headers)

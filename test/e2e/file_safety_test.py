@@ -50,7 +50,7 @@ class XAccelTargets(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         harness.require_binary()
-        cls.tmp = harness.temp_dir(name="file-safety")
+        cls.tmp = harness.temp_dir(cls, name="file-safety")
         cls.www = os.path.join(cls.tmp, "www")
         cls.files = os.path.join(cls.tmp, "files")
         os.makedirs(cls.files)
@@ -59,29 +59,20 @@ class XAccelTargets(unittest.TestCase):
         passwords = os.path.join(cls.tmp, "htpasswd")
         subprocess.run(["htpasswd", "-cbB", "-C", "5", passwords, "bob", "secret"], check=True,
                        capture_output=True)
-        cls.fpm = phpfpm.PhpFpm(children=2)
         config = os.path.join(cls.tmp, "lepus.toml")
-        with open(config, "w") as f:
-            f.write('fastcgi = "%s"\n[[site]]\nroot = "%s"\nx_accel = "/protected/=%s"\n'
-                    'auth = [{ paths = ["/secret/"], realm = "S", htpasswd = "%s" }]\n'
-                    % (cls.fpm.address, cls.www, cls.files, passwords))
-        try:
-            cls.server = harness.Lepus(["--config", config], root=cls.www)
-        except Exception:
-            cls.fpm.cleanup()
-            raise
+
+        def write_config(address):
+            with open(config, "w") as f:
+                f.write('fastcgi = "%s"\n[[site]]\nroot = "%s"\nx_accel = "/protected/=%s"\n'
+                        'auth = [{ paths = ["/secret/"], realm = "S", htpasswd = "%s" }]\n'
+                        % (address, cls.www, cls.files, passwords))
+            return ["--config", config]
+        cls.fpm, cls.server = phpfpm.start_site(cls, write_config, children=2, fastcgi=False,
+                                                root=cls.www)
         cls.server.write("go.php", GO)
         cls.server.write("info.php", "<?php /* %s */ echo 'info ran';\n" % SOURCE_MARKER.decode())
         cls.server.write("public.txt", "public\n")
         cls.server.write("secret/s.txt", "password-protected\n")
-
-    @classmethod
-    def tearDownClass(cls):
-        try:
-            cls.server.stop(harness.LepusTestCase._Checker())
-        finally:
-            cls.fpm.cleanup()
-            harness.remove_temp_dir(cls.tmp)
 
     def redirect(self, to, headers=()):
         return self.server.fetch("/go.php?to=" + urllib.parse.quote(to, safe="/"),

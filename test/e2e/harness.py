@@ -214,10 +214,11 @@ class Lepus:
             return "https://127.0.0.1:%d%s" % (self.tls_port, path)
         return "http://127.0.0.1:%d%s" % (self.port, path)
 
-    def fetch(self, path, headers=(), method="GET", body=None, timeout=20):
+    def fetch(self, path, headers=(), method="GET", body=None, timeout=20, curl_options=()):
         """One request with curl over this server's protocol (HTTP/1.1, HTTP/2
         over TLS, or h2c with prior knowledge), on a new connection. `headers`
-        are "Name: value" lines ("Host: x" becomes :authority over HTTP/2).
+        are "Name: value" lines ("Host: x" becomes :authority over HTTP/2);
+        curl_options are more curl arguments (--connect-to through a relay).
         Returns a Response whose .protocol is what curl spoke ("1.1" or "2"):
         a request that did not go over the wanted protocol fails the test."""
         if not CURL:
@@ -228,7 +229,8 @@ class Lepus:
             head_file = os.path.join(scratch, "head")
             body_file = os.path.join(scratch, "body")
             cmd = [CURL, "-s", "-S", "--max-time", str(timeout), "-X", method, "-D", head_file,
-                   "-o", body_file, "-w", "%{http_version}", "--path-as-is"] + flags
+                   "-o", body_file, "-w", "%{http_version}", "--path-as-is"] + flags + list(
+                       curl_options)
             if method == "HEAD":
                 cmd[cmd.index("-X"):cmd.index("-X") + 2] = ["-I"]
             for line in headers:

@@ -19,12 +19,7 @@ HTML = ("<!doctype html><title>matrix</title>\n" + "<p>lepus serves this page.</
 class Matrix(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        cls.fpm = phpfpm.PhpFpm(children=2)
-        try:
-            cls.server = harness.Lepus(["--fastcgi", cls.fpm.address, "--compress", "on"])
-        except Exception:
-            cls.fpm.cleanup()
-            raise
+        cls.fpm, cls.server = phpfpm.start_site(cls, ["--compress", "on"], children=2)
         cls.server.write("index.html", HTML)
         cls.server.write("small.txt", "small\n")
         cls.server.write("vars.php", "<?php foreach (['HTTP_HOST', 'SERVER_NAME', 'SERVER_PROTOCOL',"
@@ -34,13 +29,6 @@ class Matrix(unittest.TestCase):
         cls.server.write("echo.php", "<?php header('Content-Type: text/plain');"
                                      " echo strlen(file_get_contents('php://input')), ' ',"
                                      " md5(file_get_contents('php://input'));\n")
-
-    @classmethod
-    def tearDownClass(cls):
-        try:
-            cls.server.stop(harness.LepusTestCase._Checker())
-        finally:
-            cls.fpm.cleanup()
 
     def fetch(self, *args, **kwargs):
         return self.server.fetch(*args, **kwargs)

@@ -7,6 +7,14 @@
         fpm.restart()
     # stop() on exit: SIGQUIT (graceful), then SIGKILL if it does not go.
 
+    fpm, server = start_site(cls_or_test, ["--try-files", "..."], children=4)
+
+start_site() is the set-up most FastCGI tests share: a php-fpm, a lepus in
+front of it (`--fastcgi ADDRESS`, or args made from the address by a function
+for a config file that names it), and their stops registered as
+cleanups of the test or class (lepus first, with the sanitizer and exit-code
+check of harness.Lepus.stop, then php-fpm).
+
 Everything lives in a fresh temporary directory: the config, the pid file, the
 error log (workers' output is caught into it: catch_workers_output). As root,
 php-fpm refuses to start without -R (--allow-to-run-as-root). The binary comes
@@ -158,3 +166,24 @@ class PhpFpm:
 
     def __exit__(self, *exc):
         self.cleanup()
+
+
+def start_site(owner, args=(), children=4, tcp=False, fastcgi=True, **lepus_kwargs):
+    """Starts a php-fpm and a harness.Lepus in front of it; returns (fpm, server).
+    `owner` is a TestCase class (from setUpClass: addClassCleanup) or a TestCase
+    (addCleanup). `args` may be a function of the php-fpm address, for a config
+    file that names it; fastcgi=False then leaves out `--fastcgi ADDRESS`. The
+    cleanups stop lepus (failing on a sanitizer report or a bad exit code), then
+    php-fpm, even when the other fails or lepus did not start."""
+    if not find_php_fpm():
+        raise AssertionError("php-fpm is needed (apt-get install php-fpm, or set PHP_FPM)")
+    add_cleanup = owner.addClassCleanup if isinstance(owner, type) else owner.addCleanup
+    fpm = PhpFpm(children=children, tcp=tcp)
+    add_cleanup(fpm.cleanup)  # runs last: cleanups are last in, first out
+    if callable(args):
+        args = args(fpm.address)
+    args = (["--fastcgi", fpm.address] if fastcgi else []) + list(args)
+    server = harness.Lepus(args, **lepus_kwargs)
+    checker = owner if not isinstance(owner, type) else harness.LepusTestCase._Checker()
+    add_cleanup(server.stop, checker)
+    return fpm, server

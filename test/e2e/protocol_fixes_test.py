@@ -55,22 +55,10 @@ class PhpBackend(unittest.TestCase):
     def setUpClass(cls):
         if not phpfpm.find_php_fpm():
             raise unittest.SkipTest("php-fpm not installed (apt-get install php-fpm)")
-        cls.fpm = phpfpm.PhpFpm(children=2)
-        try:
-            cls.server = Lepus(["--fastcgi", cls.fpm.address, "--threads", "1"])
-        except Exception:
-            cls.fpm.cleanup()
-            raise
+        cls.fpm, cls.server = phpfpm.start_site(cls, ["--threads", "1"], children=2)
         for name in ("response_code.php", "stderr_lines.php", "hello.php"):
             with open(os.path.join(phpfpm.PHP_DIR, name), "rb") as f:
                 cls.server.write(name, f.read())
-
-    @classmethod
-    def tearDownClass(cls):
-        try:
-            cls.server.stop(harness.LepusTestCase._Checker())
-        finally:
-            cls.fpm.cleanup()
 
     def test_interim_status_is_502_and_the_pipelined_request_keeps_its_answer(self):
         for code in (100, 101, 102, 103):

@@ -132,22 +132,17 @@ class RemoteAddrForPhp(unittest.TestCase):
 
     def test_remote_addr(self):
         # One reactor; php-fpm sees the address through the CGI parameters alone.
-        with phpfpm.PhpFpm(children=2) as fpm:
-            server = Lepus(["--fastcgi", fpm.address, "--threads", "1", "--proxy-protocol",
-                            "--real-ip-from", "127.0.0.1"])
-            try:
-                server.write("ip.php", "<?php echo $_SERVER['REMOTE_ADDR'];")
-                for header, client in ((b"PROXY TCP4 203.0.113.9 127.0.0.1 51000 80\r\n",
-                                        b"203.0.113.9"),
-                                       (proxy_v2_tcp6("2001:db8::9", 4000), b"2001:db8::9"),
-                                       (proxy_v2_local(), b"127.0.0.1")):
-                    with server.connect() as s:
-                        s.sendall(header + b"GET /ip.php HTTP/1.1\r\nHost: x\r\n"
-                                  b"Connection: close\r\n\r\n")
-                        r = read_response(s)
-                    self.assertEqual((r.status, r.body), (200, client))
-            finally:
-                server.stop(self)
+        _, server = phpfpm.start_site(self, ["--threads", "1", "--proxy-protocol",
+                                             "--real-ip-from", "127.0.0.1"], children=2)
+        server.write("ip.php", "<?php echo $_SERVER['REMOTE_ADDR'];")
+        for header, client in ((b"PROXY TCP4 203.0.113.9 127.0.0.1 51000 80\r\n", b"203.0.113.9"),
+                               (proxy_v2_tcp6("2001:db8::9", 4000), b"2001:db8::9"),
+                               (proxy_v2_local(), b"127.0.0.1")):
+            with server.connect() as s:
+                s.sendall(header + b"GET /ip.php HTTP/1.1\r\nHost: x\r\n"
+                          b"Connection: close\r\n\r\n")
+                r = read_response(s)
+            self.assertEqual((r.status, r.body), (200, client))
 
 
 @unittest.skipUnless(BINARY, "LEPUS_BINARY is not set")

@@ -56,24 +56,12 @@ def parse_multipart(content_type, body):
 class ResponseDetails(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        cls.fpm = phpfpm.PhpFpm(children=2)
-        try:
-            cls.server = harness.Lepus(["--fastcgi", cls.fpm.address, "--compress", "on"])
-        except Exception:
-            cls.fpm.cleanup()
-            raise
+        cls.fpm, cls.server = phpfpm.start_site(cls, ["--compress", "on"], children=2)
         cls.server.write("data.txt", DATA)
         cls.server.write("redirect.php", "<?php header('Location: /elsewhere', true, 301);\n")
         cls.server.write("short.php", "<?php echo 'a short page';\n")
         cls.server.write("long.php", "<?php echo str_repeat('a longer page. ', 100);\n")
         cls.server.write("feed.php", FEED)
-
-    @classmethod
-    def tearDownClass(cls):
-        try:
-            cls.server.stop(harness.LepusTestCase._Checker())
-        finally:
-            cls.fpm.cleanup()
 
     def fetch(self, *args, **kwargs):
         return self.server.fetch(*args, **kwargs)

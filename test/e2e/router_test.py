@@ -12,13 +12,11 @@ import json
 import os
 import shutil
 import subprocess
-import tempfile
 import textwrap
 import unittest
 
 import harness
 import phpfpm
-from harness import Lepus
 
 PHP_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "php")
 
@@ -36,7 +34,7 @@ class Router(unittest.TestCase):
             raise AssertionError("LEPUS_BINARY is not set")
         if not phpfpm.find_php_fpm():
             raise AssertionError("php-fpm is needed (apt-get install php-fpm)")
-        cls.dir = tempfile.mkdtemp(prefix="lepus-router-")
+        cls.dir = harness.temp_dir(cls, name="router")
         root = os.path.join(cls.dir, "site")
         write_file(os.path.join(root, "index.html"), "home")
         write_file(os.path.join(root, "private", "x"), "secret file")
@@ -45,10 +43,11 @@ class Router(unittest.TestCase):
                    "<?php echo 'script 404 for ', $_SERVER['REQUEST_URI'], ' via ', "
                    "$_SERVER['REQUEST_METHOD'];")
         shutil.copy(os.path.join(PHP_DIR, "env.php"), os.path.join(root, "env.php"))
-        cls.fpm = phpfpm.PhpFpm(children=2)
         config = os.path.join(cls.dir, "lepus.toml")
-        with open(config, "w") as f:
-            f.write(textwrap.dedent("""\
+
+        def write_config(address):
+            with open(config, "w") as f:
+                f.write(textwrap.dedent("""\
                 [[site]]
                 server_names = ["a.test", "www.a.test"]
                 root = "{root}"
@@ -67,15 +66,9 @@ class Router(unittest.TestCase):
                 server_names = ["port.test"]
                 root = "{root}"
                 https_redirect = 8443
-                """).format(root=root, fpm=cls.fpm.address))
-        cls.server = Lepus(["--config", config])
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.server.stop(harness.LepusTestCase._Checker())
-        cls.fpm.stop()
-        cls.fpm.cleanup()
-        shutil.rmtree(cls.dir, ignore_errors=True)
+                """).format(root=root, fpm=address))
+            return ["--config", config]
+        cls.fpm, cls.server = phpfpm.start_site(cls, write_config, children=2, fastcgi=False)
 
     def get(self, target, host="a.test"):
         return self.server.request(("GET %s HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n\r\n"

@@ -457,11 +457,10 @@ class FastCgiReload(unittest.TestCase):
 class FastCgiGauges(unittest.TestCase):
     def test_busy_idle_and_queued_move(self):
         require_backends()
-        fpm = phpfpm.PhpFpm(children=2)
-        self.addCleanup(fpm.cleanup)
         # Kept alive, so that the connection returns to the pool and counts as idle.
-        server = Lepus(["--fastcgi", fpm.address, "--fastcgi-pool", "1", "--threads", "1",
-                        "--fastcgi-keepalive", "on", "--status-path", "/_lepus/status"])
+        _, server = phpfpm.start_site(self, ["--fastcgi-pool", "1", "--threads", "1",
+                                             "--fastcgi-keepalive", "on",
+                                             "--status-path", "/_lepus/status"], children=2)
         shutil.copy(os.path.join(phpfpm.PHP_DIR, "slow.php"), server.root)
         results = []
 
@@ -478,31 +477,28 @@ class FastCgiGauges(unittest.TestCase):
                     return int(line.split()[-1])
             self.fail("no %s in:\n%s" % (name, text))
 
-        try:
-            self.assertEqual(gauges(), {"busy": 0, "idle": 0, "queued": 0})
-            first = threading.Thread(target=slow, args=(4000,))
-            first.start()
-            wait_until(self, lambda: gauges()["busy"] == 1, "a busy backend connection")
-            # The pool has one connection: the second request waits in the queue.
-            second = threading.Thread(target=slow, args=(1,))
-            second.start()
-            wait_until(self, lambda: gauges()["queued"] == 1, "a queued request")
-            text = ask(server.port, "localhost", "/_lepus/status?format=prometheus").body.decode()
-            self.assertEqual(
-                metric(text, 'lepus_fastcgi_connections{reactor="0",state="busy"}'), 1)
-            self.assertEqual(
-                metric(text, 'lepus_fastcgi_connections{reactor="0",state="idle"}'), 0)
-            self.assertEqual(metric(text, 'lepus_fastcgi_queued_requests{reactor="0"}'), 1)
-            first.join()
-            second.join()
-            self.assertEqual(results, [200, 200])
-            wait_until(self, lambda: gauges() == {"busy": 0, "idle": 1, "queued": 0},
-                       "the connection back in the pool")
-            text = ask(server.port, "localhost", "/_lepus/status?format=prometheus").body.decode()
-            self.assertEqual(
-                metric(text, 'lepus_fastcgi_connections{reactor="0",state="idle"}'), 1)
-        finally:
-            server.stop(self)
+        self.assertEqual(gauges(), {"busy": 0, "idle": 0, "queued": 0})
+        first = threading.Thread(target=slow, args=(4000,))
+        first.start()
+        wait_until(self, lambda: gauges()["busy"] == 1, "a busy backend connection")
+        # The pool has one connection: the second request waits in the queue.
+        second = threading.Thread(target=slow, args=(1,))
+        second.start()
+        wait_until(self, lambda: gauges()["queued"] == 1, "a queued request")
+        text = ask(server.port, "localhost", "/_lepus/status?format=prometheus").body.decode()
+        self.assertEqual(
+            metric(text, 'lepus_fastcgi_connections{reactor="0",state="busy"}'), 1)
+        self.assertEqual(
+            metric(text, 'lepus_fastcgi_connections{reactor="0",state="idle"}'), 0)
+        self.assertEqual(metric(text, 'lepus_fastcgi_queued_requests{reactor="0"}'), 1)
+        first.join()
+        second.join()
+        self.assertEqual(results, [200, 200])
+        wait_until(self, lambda: gauges() == {"busy": 0, "idle": 1, "queued": 0},
+                   "the connection back in the pool")
+        text = ask(server.port, "localhost", "/_lepus/status?format=prometheus").body.decode()
+        self.assertEqual(
+            metric(text, 'lepus_fastcgi_connections{reactor="0",state="idle"}'), 1)
 
 
 if __name__ == "__main__":

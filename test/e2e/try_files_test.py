@@ -35,23 +35,11 @@ class FrontController(unittest.TestCase):
         harness.require_binary()
         if not phpfpm.find_php_fpm():
             raise unittest.SkipTest("php-fpm not installed (apt-get install php-fpm)")
-        cls.fpm = phpfpm.PhpFpm(children=4)
-        try:
-            cls.server = harness.Lepus(["--fastcgi", cls.fpm.address, "--try-files", FRONT])
-        except Exception:
-            cls.fpm.cleanup()
-            raise
+        cls.fpm, cls.server = phpfpm.start_site(cls, ["--try-files", FRONT], children=4)
         shutil.copy(os.path.join(HERE, "frontcontroller", "index.php"), cls.server.root)
         cls.server.write("style.css", "body { color: red }\n")
         cls.server.write("info.php", "<?php echo 'info ' . $_SERVER['SCRIPT_NAME'];\n")
         cls.server.write("docs/index.html", "<p>docs</p>\n")
-
-    @classmethod
-    def tearDownClass(cls):
-        try:
-            cls.server.stop(harness.LepusTestCase._Checker())
-        finally:
-            cls.fpm.cleanup()
 
     def test_a_pretty_url_reaches_the_front_controller_with_nginx_variables(self):
         status, _, body = fetch(self.server, "GET", "/posts/42?sort=new&page=2")
