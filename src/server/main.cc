@@ -1,4 +1,5 @@
-// lepus: a fast HTTP/1.1 server. `lepus [ROOT] [options]`; see --help.
+// lepus: a fast HTTP server (HTTP/1.1, HTTP/2, TLS, PHP through FastCGI, a reverse proxy). `lepus
+// [ROOT] [options]`; see --help.
 #include "server/options.h"
 #include "server/pid_file.h"
 #include "server/server.h"

@@ -242,7 +242,8 @@ std::string finish_options(const CLI::App& app, ServerOptions& options, const Op
 
 CommandLineResult parse_arguments(const std::vector<std::string>& arguments, ServerOptions& options,
                                   const std::map<std::string, std::string>& origins) {
-    CLI::App app{"lepus: a fast HTTP/1.1 server. Serves ROOT (default: the current directory).",
+    CLI::App app{"lepus: a fast HTTP server (HTTP/1.1, HTTP/2, TLS, PHP, proxy). Serves ROOT "
+                 "(default: the current directory).",
                  program_name(arguments.front())};
     app.set_version_flag("-v,--version", std::string("lepus ") + LEPUS_VERSION);
     app.add_flag_callback(
