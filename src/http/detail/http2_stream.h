@@ -1,5 +1,5 @@
 // Internal header of the HTTP/2 engine (http2_engine.cc, http2_callbacks.cc,
-// http2_stream.cc): one stream's state. Not for other users.
+// http2_stream.cc, http2_deadline.cc): one stream's state. Not for other users.
 #pragma once
 
 #include "http/exchange.h"
