@@ -28,6 +28,12 @@ lepus=$(realpath "$lepus")
 n1=${N1:-2000}
 n2=${N2:-12000}
 read -ra lepus_args <<<"${LEPUS_ARGS:-}"
+# Started as root, lepus would run as www-data (or nobody), which cannot read
+# this script's private temporary folder or php-fpm's socket: it stays root
+# here (the user it runs as changes no instruction on the request path).
+if [ "$(id -u)" = 0 ] && [[ "$("$lepus" --help 2>/dev/null || true)" == *--allow-root* ]]; then
+  lepus_args+=(--allow-root)
+fi
 work=$(mktemp -d)
 php_fpm_pid=
 cleanup() {
