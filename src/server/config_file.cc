@@ -3,8 +3,10 @@
 #include "base/units.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <toml++/toml.h>
+#include <unistd.h>
 
 namespace lepus {
 namespace {
@@ -504,8 +506,18 @@ bool expand_config_argument(int argc, char** argv, std::vector<std::string>& exp
         }
     }
     expanded.assign(1, argc > 0 ? argv[0] : "lepus");
+    // Issue 33: `lepus -t` alone checks the installed config, as `nginx -t`
+    // does; LEPUS_DEFAULT_CONFIG moves it (the tests never read the host's /etc).
+    if (config_path.empty() && check_only) {
+        const char* moved = std::getenv("LEPUS_DEFAULT_CONFIG");
+        std::string fallback = moved && *moved ? moved : kDefaultConfigPath;
+        if (access(fallback.c_str(), F_OK) == 0)
+            config_path = fallback;
+        else
+            errors.push_back("-t needs --config FILE (the default " + fallback +
+                             " does not exist)");
+    }
     if (config_path.empty()) {
-        if (check_only) errors.emplace_back("-t needs --config FILE");
         expanded.insert(expanded.end(), command_line.begin(), command_line.end());
         return errors.empty();
     }

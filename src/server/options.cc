@@ -251,7 +251,8 @@ CommandLineResult parse_arguments(const std::vector<std::string>& arguments, Ser
         "Print the version, the build options and the library versions");
     bool test_config = false; // read by expand_config_argument; listed here for --help
     app.add_flag("-t,--test-config", test_config,
-                 "Check the configuration (with --config) as start-up would, and exit");
+                 "Check the configuration (--config, default /etc/lepus/lepus.toml) as start-up "
+                 "would, as root also what the service user can read, and exit");
     app.footer("Example:\n  lepus --listen 80 --fastcgi unix:/run/php/php-fpm.sock "
                "--index index.php,index.html /var/www/site\n\nSee lepus(1).");
     // A repeated flag takes its last value, as in most servers' command lines.
