@@ -116,5 +116,64 @@ class CheckedAsTheServiceUser(Base):
         self.assertNotIn("tls cert", result.stderr)
 
 
+class SilentlyWrong(Base):
+    """Refused: exit 2 at start, 1 with -t, one line with the file and line.
+    Warned: one "warning:" line on stderr with -t and at start, which goes on."""
+
+    def site(self, extra, names='["a.test"]'):
+        return 'allow_root = true\n[[site]]\nserver_names = %s\nroot = "%s"\n%s' % (
+            names, self.www, extra)
+
+    def assert_refused(self, text, needle, line):
+        path = self.write(text)
+        for args, code in ((["-t"], 1), ([], 2)):
+            result = run(args + ["--config", path, "--listen", "127.0.0.1:0"], cwd=self.dir)
+            self.assertEqual(result.returncode, code, result.stderr)
+            self.assertRegex(result.stderr, r"^lepus: %s:%d:\d+: .*%s" % (
+                re.escape(path), line, re.escape(needle)))
+            self.assertEqual(result.stderr.count("\n"), 1, result.stderr)
+
+    def test_nginx_server_names_that_never_match_are_refused(self):
+        for names, needle in (('[".example.org"]', '"example.org", "*.example.org"'),
+                              ('["~^www\\\\.(.+)$"]', "regular expressions are not supported"),
+                              ('["a.test:443"]', 'a name has no port'),
+                              ('["www.*.test"]', "only allowed as the first label")):
+            with self.subTest(names=names):
+                self.assert_refused(self.site("", names), needle, 3)
+
+    def test_index_as_one_string_is_refused(self):
+        self.assert_refused(self.site('index = "index.php index.html"\n'),
+                            "'index' is a list of file names", 5)
+
+    def warnings(self, text):
+        path = self.write(text)
+        checked = run(["-t", "--config", path], cwd=self.dir)
+        self.assertEqual((checked.returncode, checked.stdout), (0, "ok\n"), checked.stderr)
+        return path, [l for l in checked.stderr.splitlines() if "warning:" in l]
+
+    def test_duplicate_server_name_is_warned_about(self):
+        path, warnings = self.warnings(self.site("") + '[[site]]\nserver_names = ["b.test", '
+                                       '"A.test"]\nroot = "%s"\n' % self.www)
+        self.assertEqual(warnings, ["lepus: warning: %s:5:1: server name 'a.test' is also the "
+                                    "site's at %s:2:1, which answers it; this one never will"
+                                    % (path, path)])
+
+    def test_https_redirect_without_tls_listener_is_warned_about(self):
+        path, warnings = self.warnings(self.site("https_redirect = true\n"))
+        self.assertEqual(len(warnings), 1, warnings)
+        self.assertIn("%s:2:1: https_redirect sends clients to port 443, but no listen address is "
+                      "https://" % path, warnings[0])
+
+    def test_warnings_do_not_stop_the_start(self):
+        server = harness.Lepus(["--config", self.write(self.site("https_redirect = true\n"))],
+                               root=self.www)
+        try:
+            response = server.request("GET / HTTP/1.1\r\nHost: a.test\r\nConnection: close\r\n\r\n")
+            self.assertEqual(response.status, 301)
+            self.assertEqual(response.header("location"), "https://a.test/")
+        finally:
+            server.stop(self)
+
+
 if __name__ == "__main__":
     harness.main()
