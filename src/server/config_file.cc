@@ -3,8 +3,10 @@
 #include "base/units.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <toml++/toml.h>
+#include <unistd.h>
 
 namespace lepus {
 namespace {
@@ -166,13 +168,22 @@ public:
         for (auto&& [key, node] : table) {
             std::string_view name = key.str();
             if (name == "server_names") {
-                if (auto names = strings(node, name)) site.server_names = *names;
+                if (auto names = strings(node, name)) server_names(node, *names, site);
             } else if (name == "default") {
                 if (auto b = boolean(node, name)) site.is_default = *b;
             } else if (name == "root") {
                 if (auto root = string(node, name)) site.root = *root;
             } else if (name == "index") {
                 site.index = strings(node, name);
+                // nginx writes `index index.php index.html;`: here that is one
+                // file name with a space, which no request would ever find.
+                for (const std::string& file : site.index.value_or(std::vector<std::string>{}))
+                    if (file.find_first_of(" \t") != std::string::npos) {
+                        error(node, "'index' is a list of file names: write [\"" +
+                                        file.substr(0, file.find_first_of(" \t")) +
+                                        "\", ...], not one string with spaces");
+                        break;
+                    }
             } else if (name == "autoindex") {
                 site.autoindex = boolean(node, name);
             } else if (name == "dotfiles") {
@@ -220,6 +231,32 @@ public:
                 error(node, "unknown key '" + std::string(name) + "' in [[site]]");
             }
         }
+    }
+
+    // Issue 33: nginx's forms that lepus would take literally and never match
+    // (or, for a port, match on every port and miss at SNI) are refused.
+    void server_names(const toml::node& node, const std::vector<std::string>& names,
+                      SiteConfig& site) {
+        for (const std::string& host : names) {
+            if (host.starts_with("."))
+                return error(node, "server name '" + host + "': nginx's leading dot is not " +
+                                       "lepus's; write \"" + host.substr(1) + "\", \"*" + host +
+                                       "\"");
+            if (host.starts_with("~"))
+                return error(node, "server name '" + host +
+                                       "': regular expressions are not supported; list the "
+                                       "names, or use \"*.domain\"");
+            if (host.find(':') != std::string::npos && !host.starts_with("["))
+                return error(node, "server name '" + host +
+                                       "': a name has no port (the site answers on every "
+                                       "listener); write \"" +
+                                       host.substr(0, host.find(':')) + "\"");
+            if (host.find('*') != std::string::npos &&
+                !(host.starts_with("*.") && host.find('*', 1) == std::string::npos))
+                return error(node, "server name '" + host +
+                                       "': '*' is only allowed as the first label (\"*.domain\")");
+        }
+        site.server_names = names;
     }
 
     // `https_redirect = true` (port 443) or a port number (the TLS listener's).
@@ -504,8 +541,18 @@ bool expand_config_argument(int argc, char** argv, std::vector<std::string>& exp
         }
     }
     expanded.assign(1, argc > 0 ? argv[0] : "lepus");
+    // Issue 33: `lepus -t` alone checks the installed config, as `nginx -t`
+    // does; LEPUS_DEFAULT_CONFIG moves it (the tests never read the host's /etc).
+    if (config_path.empty() && check_only) {
+        const char* moved = std::getenv("LEPUS_DEFAULT_CONFIG");
+        std::string fallback = moved && *moved ? moved : kDefaultConfigPath;
+        if (access(fallback.c_str(), F_OK) == 0)
+            config_path = fallback;
+        else
+            errors.push_back("-t needs --config FILE (the default " + fallback +
+                             " does not exist)");
+    }
     if (config_path.empty()) {
-        if (check_only) errors.emplace_back("-t needs --config FILE");
         expanded.insert(expanded.end(), command_line.begin(), command_line.end());
         return errors.empty();
     }

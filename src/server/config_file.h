@@ -111,6 +111,9 @@ struct ConfigFile {
     std::vector<SiteConfig> sites;
 };
 
+// What `lepus -t` checks when no --config is given (the package's config).
+inline constexpr const char* kDefaultConfigPath = "/etc/lepus/lepus.toml";
+
 // Reads and checks `path`. On failure returns false with one message per
 // problem, each "FILE:LINE:COLUMN: what" (unknown keys are errors).
 bool load_config_file(const std::string& path, ConfigFile& out, std::vector<std::string>& errors);
@@ -119,7 +122,8 @@ bool load_config_file(const std::string& path, ConfigFile& out, std::vector<std:
 // by the file's arguments, placed before the others so that the command line
 // wins; a list option given on the command line replaces the file's list.
 // Returns false with the errors when the file cannot be used. `check_only`
-// tells whether `-t` was given; `sites` receives the [[site]] blocks.
+// tells whether `-t` was given; `sites` receives the [[site]] blocks. `-t`
+// without --config reads kDefaultConfigPath ($LEPUS_DEFAULT_CONFIG when set).
 bool expand_config_argument(int argc, char** argv, std::vector<std::string>& expanded,
                             std::vector<SiteConfig>& sites,
                             std::map<std::string, std::string>& origins, bool& check_only,

@@ -62,6 +62,34 @@ std::string check_site(const SiteConfig& site) {
     return {};
 }
 
+// Issue 33: what is accepted but probably not meant, one "lepus: warning:"
+// line each on stderr (-t prints them; the start goes on): a server name
+// that an earlier site already answers (nginx: "conflicting server name"),
+// https_redirect with no https:// listener to redirect to.
+void warn_about_sites(const ServerOptions& options) {
+    std::map<std::string, const SiteConfig*> owners;
+    bool tls_listener =
+        std::any_of(options.listen.begin(), options.listen.end(),
+                    [](const std::string& text) { return split_listen_scheme(text).tls; });
+    for (const SiteConfig& site : options.sites) {
+        for (std::string name : site.server_names) {
+            std::transform(name.begin(), name.end(), name.begin(),
+                           [](unsigned char c) { return char(std::tolower(c)); });
+            auto [it, first] = owners.emplace(name, &site);
+            if (!first && it->second != &site)
+                std::fprintf(stderr,
+                             "lepus: warning: %s: server name '%s' is also the site's at %s, "
+                             "which answers it; this one never will\n",
+                             site.origin.c_str(), name.c_str(), it->second->origin.c_str());
+        }
+        if (site.https_redirect && !tls_listener)
+            std::fprintf(stderr,
+                         "lepus: warning: %s: https_redirect sends clients to port %u, but no "
+                         "listen address is https:// (fine if TLS ends in front of lepus)\n",
+                         site.origin.c_str(), unsigned(site.https_redirect));
+    }
+}
+
 // "lepus" for "/usr/sbin/lepus": the usage line names the program as it was run.
 std::string program_name(const std::string& argv0) {
     size_t slash = argv0.rfind('/');
@@ -251,7 +279,8 @@ CommandLineResult parse_arguments(const std::vector<std::string>& arguments, Ser
         "Print the version, the build options and the library versions");
     bool test_config = false; // read by expand_config_argument; listed here for --help
     app.add_flag("-t,--test-config", test_config,
-                 "Check the configuration (with --config) as start-up would, and exit");
+                 "Check the configuration (--config, default /etc/lepus/lepus.toml) as start-up "
+                 "would, as root also what the service user can read, and exit");
     app.footer("Example:\n  lepus --listen 80 --fastcgi unix:/run/php/php-fpm.sock "
                "--index index.php,index.html /var/www/site\n\nSee lepus(1).");
     // A repeated flag takes its last value, as in most servers' command lines.
@@ -319,6 +348,7 @@ CommandLineResult parse_command_line(int argc, char** argv, ServerOptions& optio
     for (const SiteConfig& site : options.sites)
         if (std::string error = check_root(site.root); !error.empty())
             return {false, (usage_error(site.origin + ": " + error), error_exit)};
+    warn_about_sites(options);
     // The htpasswd files of the sites' auth rules: read now, so that a bad
     // one stops the start, `-t` and a reload (the running files stay).
     if (std::string error; !load_site_auth(options.sites, error))

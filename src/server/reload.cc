@@ -1,5 +1,6 @@
 #include "server/reload.h"
 
+#include "base/unique_fd.h"
 #include "log/error_log.h"
 #include "net/socket.h"
 #include "net/tls_context.h"
@@ -12,9 +13,12 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <ctime>
+#include <fcntl.h>
 #include <grp.h>
 #include <memory>
 #include <pwd.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 namespace lepus {
@@ -91,37 +95,86 @@ struct ListenChange {
     }
 };
 
+// Runs `parse` with stderr going to a memory file and returns what it wrote:
+// the config checker prints one "lepus: FILE:LINE:COL: what" line per problem
+// there, and on SIGHUP those lines must also reach the error log (issue 33:
+// "the configuration is invalid (see stderr)" told the admin nothing under
+// systemd). The lines are written to the real stderr as well.
+template <typename Parse> std::string capture_stderr(Parse&& parse) {
+    UniqueFd memory(memfd_create("lepus-reload-errors", MFD_CLOEXEC));
+    UniqueFd saved(memory ? fcntl(STDERR_FILENO, F_DUPFD_CLOEXEC, 0) : -1);
+    if (!saved || dup2(memory.get(), STDERR_FILENO) < 0) {
+        parse();
+        return {};
+    }
+    parse();
+    std::fflush(stderr);
+    dup2(saved.get(), STDERR_FILENO);
+    std::string text;
+    char buffer[4096];
+    for (off_t at = 0;;) {
+        ssize_t n = pread(memory.get(), buffer, sizeof buffer, at);
+        if (n <= 0) break;
+        text.append(buffer, size_t(n));
+        at += n;
+    }
+    if (!text.empty()) std::fputs(text.c_str(), stderr);
+    return text;
+}
+
+// sd_notify(3) for Type=notify-reload (systemd 253+) wants the
+// CLOCK_MONOTONIC time of the reload with RELOADING=1; older systemd ignores it.
+std::string reloading_message() {
+    timespec now{};
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    return "RELOADING=1\nMONOTONIC_USEC=" +
+           std::to_string(uint64_t(now.tv_sec) * 1000000 + uint64_t(now.tv_nsec) / 1000);
+}
+
 } // namespace
 
 void reload(int argc, char** argv, const ServerOptions& current,
             const std::vector<Worker*>& workers, SiteLogs& site_logs, Listening& listening) {
+    notify_service_manager(reloading_message());
+    // READY=1 again however the reload ends: lepus keeps serving either way.
+    // STATUS= says how it ended, so that `systemctl status` shows a refusal.
+    struct ReadyAgain {
+        std::string status = "reload failed";
+        ~ReadyAgain() { notify_service_manager("READY=1\nSTATUS=" + status); }
+    } ready_again;
     ServerOptions next;
-    CommandLineResult parsed = parse_command_line(argc, argv, next);
+    CommandLineResult parsed;
+    std::string complaints = capture_stderr([&] { parsed = parse_command_line(argc, argv, next); });
     if (!parsed.run) {
-        log_error("SIGHUP: the configuration is invalid (see stderr); keeping the running one");
+        std::string first;
+        for (size_t at = 0; at < complaints.size();) {
+            size_t end = complaints.find('\n', at);
+            if (end == std::string::npos) end = complaints.size();
+            std::string line = complaints.substr(at, end - at);
+            at = end + 1;
+            if (line.starts_with("lepus: ")) line.erase(0, 7);
+            if (line.empty()) continue;
+            log_error("SIGHUP: %s", line.c_str());
+            if (first.empty()) first = line;
+        }
+        log_error("SIGHUP: the configuration is invalid; keeping the running one");
+        ready_again.status = "reload failed: " + (first.empty() ? "invalid configuration" : first);
         return;
     }
-    notify_service_manager("RELOADING=1");
-    // READY=1 again however the reload ends: lepus keeps serving either way.
-    struct ReadyAgain {
-        ~ReadyAgain() { notify_service_manager("READY=1"); }
-    } ready_again;
     std::string error;
+    auto refuse = [&] {
+        log_error("SIGHUP: %s; keeping the running configuration", error.c_str());
+        ready_again.status = "reload failed: " + error;
+    };
     // Certificates first: a renewed one that does not load (or match its
     // key) refuses the whole reload, and the running one stays.
     SslContextRef tls;
     if (uses_tls(next)) {
         tls = build_tls_context(tls_settings(next), error);
-        if (!tls) {
-            log_error("SIGHUP: %s; keeping the running configuration", error.c_str());
-            return;
-        }
+        if (!tls) return refuse();
     }
     ListenChange listen;
-    if (!listen.open(next, listening, error)) {
-        log_error("SIGHUP: %s; keeping the running configuration", error.c_str());
-        return;
-    }
+    if (!listen.open(next, listening, error)) return refuse();
     if (next.threads != current.threads || next.io != current.io ||
         next.access_log != current.access_log || next.error_log != current.error_log)
         log_warn("SIGHUP: threads, io and the global log changes take effect after a restart");
@@ -139,10 +192,7 @@ void reload(int argc, char** argv, const ServerOptions& current,
     for (size_t i = 0; i < workers.size(); ++i) {
         auto set =
             make_serving_set(next, sites, site_logs, unsigned(i), unsigned(workers.size()), error);
-        if (!set) {
-            log_error("SIGHUP: %s; keeping the running configuration", error.c_str());
-            return;
-        }
+        if (!set) return refuse();
         sets.push_back(std::move(set));
     }
     for (size_t i = 0; i < workers.size(); ++i)
@@ -152,6 +202,7 @@ void reload(int argc, char** argv, const ServerOptions& current,
     if (!listen.empty()) listen.apply(listening);
     site_logs.prune(); // the logs of sites gone in an earlier reload, once no request holds them
     log_info("SIGHUP: configuration reloaded (%zu sites)", next.sites.size());
+    ready_again.status = "configuration reloaded (" + std::to_string(next.sites.size()) + " sites)";
 }
 
 bool service_identity(const ServerOptions& options, uid_t& uid, gid_t& gid, std::string& error) {

@@ -112,19 +112,71 @@ bool resolve_identity(const ServerOptions& options, ServiceIdentity& identity,
     return errors.empty();
 }
 
-// Whether `identity` may write `path` (for a directory: create files in it),
-// by the mode bits as the kernel checks them (ACLs aside).
+// Whether `identity` has the access `bits` (a mix of 4 read, 2 write, 1
+// search) to the file `st`, by the mode bits as the kernel checks them: the
+// owner's bits for the owner, else the group's for a member, else the
+// others' (ACLs aside).
+bool allowed(const struct stat& st, const ServiceIdentity& identity, mode_t bits) {
+    if (identity.uid == 0) return true;
+    if (st.st_uid == identity.uid) return ((st.st_mode >> 6) & bits) == bits;
+    if (std::find(identity.groups.begin(), identity.groups.end(), st.st_gid) !=
+        identity.groups.end())
+        return ((st.st_mode >> 3) & bits) == bits;
+    return (st.st_mode & bits) == bits;
+}
+
+// Whether `identity` may write `path` (for a directory: create files in it).
 bool writable_by(const std::string& path, const ServiceIdentity& identity) {
     struct stat st;
     if (stat(path.c_str(), &st) != 0) return false;
-    if (identity.uid == 0) return true;
-    mode_t need_user = S_IWUSR, need_group = S_IWGRP, need_other = S_IWOTH;
-    if (S_ISDIR(st.st_mode)) need_user |= S_IXUSR, need_group |= S_IXGRP, need_other |= S_IXOTH;
-    if (st.st_uid == identity.uid) return (st.st_mode & need_user) == need_user;
-    if (std::find(identity.groups.begin(), identity.groups.end(), st.st_gid) !=
-        identity.groups.end())
-        return (st.st_mode & need_group) == need_group;
-    return (st.st_mode & need_other) == need_other;
+    return allowed(st, identity, S_ISDIR(st.st_mode) ? 3 : 2);
+}
+
+// Empty when `identity` can read `path` (list it, for a directory) and reach
+// it through every directory above; else the first place that stops it.
+// A path that does not exist is another check's to report.
+std::string unreadable_by(const std::string& path, const ServiceIdentity& identity) {
+    char real[PATH_MAX];
+    if (!realpath(path.c_str(), real)) return {};
+    std::string_view full = real;
+    for (size_t slash = 0; (slash = full.find('/', slash + 1)) != std::string_view::npos;) {
+        std::string above(full.substr(0, slash));
+        struct stat st;
+        if (stat(above.empty() ? "/" : above.c_str(), &st) == 0 && !allowed(st, identity, 1))
+            return "directory '" + above + "' is not searchable";
+    }
+    struct stat st;
+    if (stat(real, &st) != 0) return {};
+    if (!allowed(st, identity, S_ISDIR(st.st_mode) ? 5 : 4)) return "it is not readable";
+    return {};
+}
+
+// -t as root: what the service user reads after the drop. Roots are served
+// by it, and a reload reads the certificates, keys and htpasswd files again
+// as it: one line per path it cannot read.
+void check_readable(const ServerOptions& options, const ServiceIdentity& identity,
+                    const std::string& who, std::vector<std::string>& errors) {
+    auto check = [&](const std::string& what, const std::string& path, const char* why) {
+        if (std::string problem = unreadable_by(path, identity); !problem.empty())
+            errors.push_back(what + " '" + path + "' cannot be read by " + who + ": " + problem +
+                             why);
+    };
+    const char* served = " (it serves the files as that user)";
+    const char* reread = " (a reload reads it again as that user)";
+    if (options.sites.empty()) check("root", options.root, served);
+    for (size_t i = 0; i < options.tls_cert.size(); ++i)
+        check("tls_cert", options.tls_cert[i], reread);
+    for (size_t i = 0; i < options.tls_key.size(); ++i)
+        check("tls_key", options.tls_key[i], reread);
+    for (const SiteConfig& site : options.sites) {
+        check(site.origin + ": root", site.root, served);
+        for (const SiteTls& pair : site.tls) {
+            check(site.origin + ": tls cert", pair.cert, reread);
+            check(site.origin + ": tls key", pair.key, reread);
+        }
+        for (const AuthRule& rule : site.auth)
+            check(rule.origin + ": htpasswd", rule.htpasswd, reread);
+    }
 }
 
 // A log file lepus opens (as root, before the drop) and must reopen on SIGUSR1
@@ -185,6 +237,14 @@ std::vector<std::string> check_start_up(const ServerOptions& options) {
         errors.emplace_back("--user/--group need lepus to start as root");
     ServiceIdentity identity;
     if (!resolve_identity(options, identity, errors)) return errors;
+    // Issue 33: root checks what the user it will run as can read.
+    if (identity.uid != geteuid()) {
+        std::string who =
+            "user " + (options.user.empty() ? std::to_string(identity.uid) : options.user);
+        check_readable(options, identity, who, errors);
+        std::fprintf(stderr, "lepus: -t as uid %u: checked what %s can read and write\n",
+                     unsigned(geteuid()), who.c_str());
+    }
     check_log_path(options.access_log, "access log", identity, errors);
     check_log_path(options.error_log, "error log", identity, errors);
     for (const SiteConfig& site : options.sites)

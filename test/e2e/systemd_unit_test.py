@@ -51,7 +51,10 @@ class UnitContent(unittest.TestCase):
 
     def test_notify_and_reload(self):
         self.assertEqual(self.values["Type"], ["notify"])
-        self.assertEqual(self.values["ExecReload"], ["/bin/kill -HUP $MAINPID"])
+        # Issue 33: the config is checked first, so a bad one fails `systemctl reload`.
+        self.assertEqual(self.values["ExecReload"],
+                         ["/usr/sbin/lepus -t --config /etc/lepus/lepus.toml",
+                          "/bin/kill -HUP $MAINPID"])
         self.assertIn("-t --config /etc/lepus/lepus.toml", self.values["ExecStartPre"][0])
 
 

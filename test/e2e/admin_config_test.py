@@ -1,0 +1,179 @@
+"""Issue 33, safe by default for the admin: `lepus -t` without --config checks
+the default config (moved by LEPUS_DEFAULT_CONFIG, so that no test reads the
+host's /etc), and `-t` run as root checks what the service user can read; the
+config that is accepted but silently wrong is refused (exit 2 at start, 1 with
+-t) or warned about (one line on stderr, the start goes on)."""
+import os
+import pwd
+import re
+import subprocess
+import textwrap
+import unittest
+
+import harness
+from harness import REAL_BINARY
+
+
+def run(args, env=None, cwd=None):
+    """lepus itself, not the tests' --allow-root wrapper: as root, -t checks as
+    the user lepus switches to."""
+    full = dict(os.environ)
+    full.pop("LEPUS_DEFAULT_CONFIG", None)
+    full.update(env or {})
+    return subprocess.run([REAL_BINARY] + args, capture_output=True, text=True, timeout=30,
+                          env=full, cwd=cwd)
+
+
+class Base(unittest.TestCase):
+    def setUp(self):
+        harness.require_binary()
+        self.dir = harness.temp_dir(self, "admin")
+        self.www = os.path.join(self.dir, "www")
+        os.makedirs(self.www)
+
+    def write(self, text, name="lepus.toml"):
+        path = os.path.join(self.dir, name)
+        with open(path, "w") as f:
+            f.write(textwrap.dedent(text))
+        return path
+
+
+class DefaultConfig(Base):
+    def test_t_alone_checks_the_default_config(self):
+        path = self.write('root = "%s"\nerror_log = "-"\naccess_log = "-"\nallow_root = true\n'
+                          % self.www)
+        result = run(["-t"], env={"LEPUS_DEFAULT_CONFIG": path})
+        self.assertEqual((result.returncode, result.stdout), (0, "ok\n"), result.stderr)
+
+    def test_t_alone_names_the_default_it_looked_for(self):
+        missing = os.path.join(self.dir, "absent.toml")
+        result = run(["-t"], env={"LEPUS_DEFAULT_CONFIG": missing})
+        self.assertEqual(result.returncode, 1)
+        self.assertEqual(result.stderr,
+                         "lepus: -t needs --config FILE (the default %s does not exist)\n" % missing)
+
+    def test_t_alone_finds_errors_in_the_default_config(self):
+        path = self.write('root = "%s"\nthreds = 2\n' % self.www)
+        result = run(["-t"], env={"LEPUS_DEFAULT_CONFIG": path})
+        self.assertEqual(result.returncode, 1)
+        self.assertRegex(result.stderr, r"%s:2:\d+: unknown key 'threds'" % re.escape(path))
+
+
+@unittest.skipUnless(os.geteuid() == 0, "needs root, to check as another user")
+class CheckedAsTheServiceUser(Base):
+    def setUp(self):
+        super().setUp()
+        os.chmod(self.dir, 0o755)
+
+    def check(self, text):
+        return run(["-t", "--config", self.write(text)], cwd=self.dir)
+
+    def test_root_the_user_cannot_read(self):
+        os.chmod(self.www, 0o700)
+        result = self.check('root = "%s"\nuser = "nobody"\n' % self.www)
+        self.assertEqual(result.returncode, 1, result.stderr)
+        self.assertIn("root '%s' cannot be read by user nobody: it is not readable" % self.www,
+                      result.stderr)
+        self.assertIn("checked what user nobody can read and write", result.stderr)
+        os.chmod(self.www, 0o755)
+        result = self.check('root = "%s"\nuser = "nobody"\n' % self.www)
+        self.assertEqual((result.returncode, result.stdout), (0, "ok\n"), result.stderr)
+
+    def test_default_user_is_checked_too(self):
+        # Root without --user runs as www-data (else nobody): -t checks that one.
+        hidden = os.path.join(self.dir, "hidden")
+        os.makedirs(os.path.join(hidden, "www"))
+        os.chmod(hidden, 0o700)
+        result = self.check('root = "%s/www"\n' % hidden)
+        self.assertEqual(result.returncode, 1, result.stderr)
+        self.assertRegex(result.stderr, r"root '%s/www' cannot be read by user (www-data|nobody): "
+                         r"directory '%s' is not searchable" % (re.escape(hidden), re.escape(hidden)))
+
+    def test_key_and_htpasswd_the_user_cannot_read(self):
+        key = os.path.join(self.dir, "site.key")
+        cert = os.path.join(self.dir, "site.crt")
+        subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "30",
+                        "-subj", "/CN=a.test", "-addext", "subjectAltName=DNS:a.test",
+                        "-keyout", key, "-out", cert], check=True, capture_output=True)
+        os.chmod(key, 0o600)
+        os.chmod(cert, 0o644)
+        htpasswd = os.path.join(self.dir, "htpasswd")
+        with open(htpasswd, "w") as f:
+            f.write("alice:$2y$05$vIndJpCyxAjm8ScJNQaZNO9j2rz.DrfqpjidTvL1VTHzBfaCgG9Cu\n")
+        os.chmod(htpasswd, 0o600)
+        result = self.check('''\
+            user = "nobody"
+            [[site]]
+            server_names = ["a.test"]
+            root = "%s"
+            tls = { cert = "%s", key = "%s" }
+            auth = [{ paths = ["/"], htpasswd = "%s" }]
+            ''' % (self.www, cert, key, htpasswd))
+        self.assertEqual(result.returncode, 1, result.stderr)
+        self.assertRegex(result.stderr, r"tls key '%s' cannot be read by user nobody" % re.escape(key))
+        self.assertRegex(result.stderr, r"htpasswd '%s' cannot be read by user nobody"
+                         % re.escape(htpasswd))
+        self.assertNotIn("tls cert", result.stderr)
+
+
+class SilentlyWrong(Base):
+    """Refused: exit 2 at start, 1 with -t, one line with the file and line.
+    Warned: one "warning:" line on stderr with -t and at start, which goes on."""
+
+    def site(self, extra, names='["a.test"]'):
+        return 'allow_root = true\n[[site]]\nserver_names = %s\nroot = "%s"\n%s' % (
+            names, self.www, extra)
+
+    def assert_refused(self, text, needle, line):
+        path = self.write(text)
+        for args, code in ((["-t"], 1), ([], 2)):
+            result = run(args + ["--config", path, "--listen", "127.0.0.1:0"], cwd=self.dir)
+            self.assertEqual(result.returncode, code, result.stderr)
+            self.assertRegex(result.stderr, r"^lepus: %s:%d:\d+: .*%s" % (
+                re.escape(path), line, re.escape(needle)))
+            self.assertEqual(result.stderr.count("\n"), 1, result.stderr)
+
+    def test_nginx_server_names_that_never_match_are_refused(self):
+        for names, needle in (('[".example.org"]', '"example.org", "*.example.org"'),
+                              ('["~^www\\\\.(.+)$"]', "regular expressions are not supported"),
+                              ('["a.test:443"]', 'a name has no port'),
+                              ('["www.*.test"]', "only allowed as the first label")):
+            with self.subTest(names=names):
+                self.assert_refused(self.site("", names), needle, 3)
+
+    def test_index_as_one_string_is_refused(self):
+        self.assert_refused(self.site('index = "index.php index.html"\n'),
+                            "'index' is a list of file names", 5)
+
+    def warnings(self, text):
+        path = self.write(text)
+        checked = run(["-t", "--config", path], cwd=self.dir)
+        self.assertEqual((checked.returncode, checked.stdout), (0, "ok\n"), checked.stderr)
+        return path, [l for l in checked.stderr.splitlines() if "warning:" in l]
+
+    def test_duplicate_server_name_is_warned_about(self):
+        path, warnings = self.warnings(self.site("") + '[[site]]\nserver_names = ["b.test", '
+                                       '"A.test"]\nroot = "%s"\n' % self.www)
+        self.assertEqual(warnings, ["lepus: warning: %s:5:1: server name 'a.test' is also the "
+                                    "site's at %s:2:1, which answers it; this one never will"
+                                    % (path, path)])
+
+    def test_https_redirect_without_tls_listener_is_warned_about(self):
+        path, warnings = self.warnings(self.site("https_redirect = true\n"))
+        self.assertEqual(len(warnings), 1, warnings)
+        self.assertIn("%s:2:1: https_redirect sends clients to port 443, but no listen address is "
+                      "https://" % path, warnings[0])
+
+    def test_warnings_do_not_stop_the_start(self):
+        server = harness.Lepus(["--config", self.write(self.site("https_redirect = true\n"))],
+                               root=self.www)
+        try:
+            response = server.request("GET / HTTP/1.1\r\nHost: a.test\r\nConnection: close\r\n\r\n")
+            self.assertEqual(response.status, 301)
+            self.assertEqual(response.header("location"), "https://a.test/")
+        finally:
+            server.stop(self)
+
+
+if __name__ == "__main__":
+    harness.main()
