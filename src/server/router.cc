@@ -76,11 +76,11 @@ Router::Router(Worker& worker, const ServerOptions& options)
 // which site it asks, the server's own page, redirects (https_redirect first, so
 // that no password is asked for over plain HTTP), access (basic auth), then the
 // content handlers, the internal folder and the backend before the files.
-const Router::Step Router::kSteps[] = {
-    &Router::step_client,    &Router::step_site,      &Router::step_status_page,
-    &Router::step_redirects, &Router::step_access,    &Router::step_internal,
-    &Router::step_proxy,     &Router::step_try_files, &Router::step_handler,
-};
+//
+// The list is a switch whose cases fall through, one per step, rather than a
+// table of member pointers: each step's early "not for this request" test is
+// then inlined into one function. The table cost 260 instructions a request
+// more than the router before the steps (callgrind, HTTP/1.1 keepalive `/`).
 
 RouteState& Router::route_of(Exchange& exchange) {
     if (exchange.route) return *exchange.route;
@@ -113,18 +113,40 @@ void Router::start(Exchange& exchange) {
 }
 
 void Router::run_steps(Exchange& exchange, RouteState& route, size_t first) {
-    for (size_t i = first; i < std::size(kSteps); ++i) {
-        switch ((this->*kSteps[i])(exchange, route)) {
-        case StepOutcome::Continue:
-            continue;
-        case StepOutcome::Pending:
-            // The step runs again when its wait is over (resume()).
-            route.next_step = uint8_t(i);
-            return;
-        case StepOutcome::Answered:
-            return answered(exchange, route);
-        }
+    // One case per step, in their order; `step` says which one stopped.
+    StepOutcome outcome = StepOutcome::Continue;
+    size_t step = first;
+    // Each step's first test, whether it applies at all, is made here, so
+    // that a step the site does not use costs no call.
+    const ServerOptions& options = worker_.options();
+#define LEPUS_STEP(n, applies, call)                                                               \
+    case n:                                                                                        \
+        step = n;                                                                                  \
+        if ((applies) && (outcome = call(exchange, route)) != StepOutcome::Continue) break;        \
+        [[fallthrough]]
+    switch (first) {
+        LEPUS_STEP(0, !options.trusted_proxies.empty() && !options.proxy_protocol, step_client);
+        LEPUS_STEP(1, true, step_site);
+        LEPUS_STEP(2, !options.status_path.empty(), step_status_page);
+        LEPUS_STEP(3, route.site->config, step_redirects);
+        LEPUS_STEP(4, route.site->config && !route.site->config->auth.empty(), step_access);
+        LEPUS_STEP(5, route.site->x_accel, step_internal);
+        LEPUS_STEP(6, route.site->proxy, step_proxy);
+        LEPUS_STEP(7, route.site->try_files, step_try_files);
+    case 8:
+        step = 8;
+        outcome = step_handler(exchange, route);
+        break;
+    default:
+        return;
     }
+#undef LEPUS_STEP
+    if (outcome == StepOutcome::Pending) {
+        // The step runs again when its wait is over (resume()).
+        route.next_step = uint8_t(step);
+        return;
+    }
+    if (outcome == StepOutcome::Answered) answered(exchange, route);
 }
 
 void Router::answered(Exchange& exchange, RouteState& route) {

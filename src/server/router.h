@@ -16,7 +16,7 @@
 // complete or streamed, gets the site's header rules and error pages here.
 // The access log line is written when the exchange is accounted.
 //
-// To add a step: a member below and one line in kSteps (router.cc). To add a
+// To add a step: a member below and its case in run_steps (router.cc). To add a
 // response filter: response_filters.cc. To add a header rule kind:
 // site_table.cc (append_rule_headers).
 #pragma once
@@ -56,7 +56,6 @@ public:
         Answered, // exchange.response or exchange.stream holds the answer
         Pending,  // exchange.stream waits for something; resume() goes on
     };
-    using Step = StepOutcome (Router::*)(Exchange&, RouteState&);
     // RouteState::next_step for a handler's internal redirect, past the steps.
     static constexpr uint8_t kRedirectStep = 0xff;
 
@@ -66,7 +65,7 @@ private:
     // The answer is decided: the site's header rules go on it.
     void answered(Exchange& exchange, RouteState& route);
 
-    // The steps, in their order (kSteps in router.cc).
+    // The steps, in their order (the cases of run_steps in router.cc).
     StepOutcome step_client(Exchange& exchange, RouteState& route);
     StepOutcome step_site(Exchange& exchange, RouteState& route);
     StepOutcome step_status_page(Exchange& exchange, RouteState& route);
@@ -76,7 +75,6 @@ private:
     StepOutcome step_proxy(Exchange& exchange, RouteState& route);
     StepOutcome step_try_files(Exchange& exchange, RouteState& route);
     StepOutcome step_handler(Exchange& exchange, RouteState& route);
-    static const Step kSteps[];
 
     // The route state of an exchange the router started (a fresh one from
     // the pool when it has none yet: fail() before start()).
