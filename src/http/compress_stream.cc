@@ -72,10 +72,10 @@ std::optional<bool> CompressingStream::worth_compressing() const {
     return std::nullopt;
 }
 
-void CompressingStream::decide(const StreamHead& inner, bool worth_it) {
+void CompressingStream::decide(const StreamHead& inner, bool may_compress, bool worth_it) {
     decided_ = true;
     head_ = inner;
-    if (!compressible(inner)) return; // untouched: head_ is the inner head
+    if (!may_compress) return; // untouched: head_ is the inner head
     headers_.clear();
     headers_.reserve(inner.headers.size() + 2); // one allocation: Vary, Content-Encoding
     for (const Header& header : inner.headers) {
@@ -100,13 +100,14 @@ StreamState CompressingStream::poll() {
     if (state != StreamState::Ready) return state;
     if (!decided_) {
         bool worth_it = false;
-        if (compressible(inner_->head())) {
+        bool may_compress = compressible(inner_->head()); // once: it reads every field
+        if (may_compress) {
             std::optional<bool> known = worth_compressing();
             // Not yet: the inner stream calls the listener when more arrives.
             if (!known) return StreamState::Pending;
             worth_it = *known;
         }
-        decide(inner_->head(), worth_it);
+        decide(inner_->head(), may_compress, worth_it);
     }
     if (compressor_ && !pump()) return StreamState::Broken;
     return StreamState::Ready;

@@ -53,7 +53,8 @@ private:
     // Whether the body is long enough to compress; nullopt while that is not
     // known yet (no Content-Length, fewer bytes than the minimum so far).
     std::optional<bool> worth_compressing() const;
-    void decide(const StreamHead& inner_head, bool worth_it);
+    // `may_compress`: compressible(inner_head), already asked.
+    void decide(const StreamHead& inner_head, bool may_compress, bool worth_it);
     bool pump(); // false: the coder failed
 
     std::unique_ptr<ResponseStream> inner_;
