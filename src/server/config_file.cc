@@ -239,9 +239,9 @@ public:
                       SiteConfig& site) {
         for (const std::string& host : names) {
             if (host.starts_with("."))
-                return error(node, "server name '" + host + "': nginx's leading dot is not " +
-                                       "lepus's; write \"" + host.substr(1) + "\", \"*" + host +
-                                       "\"");
+                return error(node, "server name '" + host +
+                                       "': nginx's leading dot is not lepus's; write \"" +
+                                       host.substr(1) + "\", \"*" + host + "\"");
             if (host.starts_with("~"))
                 return error(node, "server name '" + host +
                                        "': regular expressions are not supported; list the "

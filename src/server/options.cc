@@ -57,7 +57,7 @@ std::string check_site(const SiteConfig& site) {
     const SiteFastCgi& fastcgi = *site.fastcgi;
     if (!fastcgi::parse_backend_address(fastcgi.address))
         return "fastcgi address '" + fastcgi.address + "' is not unix:/path or HOST:PORT";
-    for (std::string extension : fastcgi.ext)
+    for (const std::string& extension : fastcgi.ext)
         if (std::string error = extension_error(extension); !error.empty()) return error;
     return {};
 }

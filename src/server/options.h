@@ -49,7 +49,7 @@ struct ServerOptions {
     // connection is (nginx's fastcgi_request_buffering): --request-buffering
     // on|off, in memory up to --client-body-buffer, then in a file in --temp-dir.
     bool request_buffering = true;
-    uint64_t client_body_buffer = 64 * 1024;
+    uint64_t client_body_buffer = uint64_t{64} * 1024;
     std::string temp_dir; // set from $TMPDIR, else /tmp, when not given
 
     std::vector<std::string> index = {"index.html"};

@@ -164,10 +164,10 @@ void check_readable(const ServerOptions& options, const ServiceIdentity& identit
     const char* served = " (it serves the files as that user)";
     const char* reread = " (a reload reads it again as that user)";
     if (options.sites.empty()) check("root", options.root, served);
-    for (size_t i = 0; i < options.tls_cert.size(); ++i)
-        check("tls_cert", options.tls_cert[i], reread);
-    for (size_t i = 0; i < options.tls_key.size(); ++i)
-        check("tls_key", options.tls_key[i], reread);
+    for (const std::string& cert : options.tls_cert)
+        check("tls_cert", cert, reread);
+    for (const std::string& key : options.tls_key)
+        check("tls_key", key, reread);
     for (const SiteConfig& site : options.sites) {
         check(site.origin + ": root", site.root, served);
         for (const SiteTls& pair : site.tls) {

@@ -105,6 +105,13 @@ def remove_temp_dir(path):
     shutil.rmtree(path, ignore_errors=True)
 
 
+def is_sanitized():
+    """True when the lepus under test was built with AddressSanitizer (REAL_BINARY:
+    BINARY may be the --allow-root wrapper script)."""
+    with open(REAL_BINARY, "rb") as f:
+        return b"__asan_init" in f.read()
+
+
 def free_port():
     """A TCP port on 127.0.0.1 that was free a moment ago."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:

@@ -14,7 +14,7 @@ import unittest
 from concurrent.futures import ThreadPoolExecutor
 
 import harness
-from harness import BINARY, Lepus, raise_fd_limit, read_response, recv_until
+from harness import Lepus, is_sanitized, raise_fd_limit, read_response, recv_until
 
 # ASan keeps freed memory in a quarantine (256 MiB by default), which would show
 # as growth in the RSS checks below; a small one still catches use-after-free.
@@ -30,11 +30,6 @@ GOOD_REQUESTS = [
     b"GET /dir/ HTTP/1.0\r\n\r\n",
     b"OPTIONS * HTTP/1.1\r\nHost: x\r\n\r\n",
 ]
-
-
-def is_sanitized():
-    with open(BINARY, "rb") as f:
-        return b"__asan_init" in f.read()
 
 
 def abort_close(s):

@@ -9,16 +9,11 @@ import time
 import unittest
 
 import harness
-from harness import BINARY, Lepus, raise_fd_limit, read_response
+from harness import Lepus, is_sanitized, raise_fd_limit, read_response
 
 # ASan's quarantine would show as growth (see reliability_test.py).
 os.environ["ASAN_OPTIONS"] = os.environ.get("ASAN_OPTIONS", "") + ":quarantine_size_mb=16"
 SECONDS = float(os.environ.get("LEPUS_SOAK_SECONDS", "30"))
-
-
-def is_sanitized():
-    with open(BINARY, "rb") as f:
-        return b"__asan_init" in f.read()
 
 
 class Worker(threading.Thread):
