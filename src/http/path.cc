@@ -84,7 +84,16 @@ int decode_path(std::string_view raw, std::string& out) {
 }
 
 bool has_hidden_segment(std::string_view path) {
-    for (size_t i = 0; i + 1 < path.size(); ++i)
+    // RFC 8615: /.well-known/ at the root is a public place by design (ACME
+    // HTTP-01 challenges, security.txt, change-password), and every anchor
+    // serves it whatever its dotfile rule (issue 34); a hidden name inside it
+    // is still hidden.
+    constexpr std::string_view kWellKnown = "/.well-known";
+    size_t from = 0;
+    if (path.starts_with(kWellKnown) &&
+        (path.size() == kWellKnown.size() || path[kWellKnown.size()] == '/'))
+        from = kWellKnown.size();
+    for (size_t i = from; i + 1 < path.size(); ++i)
         if (path[i] == '/' && path[i + 1] == '.') return true;
     return false;
 }

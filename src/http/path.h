@@ -18,6 +18,7 @@ namespace lepus {
 int decode_path(std::string_view raw, std::string& out);
 
 // True when a segment of the (decoded) path starts with '.': a hidden name.
+// The first segment ".well-known" (RFC 8615) is not one.
 bool has_hidden_segment(std::string_view path);
 
 // Appends `path` to `out` with every byte outside RFC 3986 pchar-safe characters

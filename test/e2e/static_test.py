@@ -250,6 +250,16 @@ class StaticFiles(LepusTestCase):
     def test_symlink_inside_root_is_served(self):
         self.assertEqual(self.get("/hello-link.txt").body, b"hello, world\n")
 
+    def test_well_known_is_served_whatever_dotfiles_says(self):
+        # RFC 8615 (issue 34): certbot --webroot writes its token there.
+        self.server.write(".well-known/acme-challenge/tok3n", "tok3n.key\n")
+        self.server.write(".well-known/security.txt", "Contact: mailto:a@b.test\n")
+        self.server.write(".well-known/.hidden", "no\n")
+        r = self.get("/.well-known/acme-challenge/tok3n")
+        self.assertEqual((r.status, r.body), (200, b"tok3n.key\n"))
+        self.assertEqual(self.get("/.well-known/security.txt").status, 200)
+        self.assertEqual(self.get("/.well-known/.hidden").status, 404)
+
     def test_dotfiles_hidden(self):
         self.assertEqual(self.get("/.git/config").status, 404)
         self.assertEqual(self.get("/.env").status, 404)

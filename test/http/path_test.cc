@@ -100,6 +100,17 @@ TEST(HiddenSegment, Detects) {
     EXPECT_FALSE(has_hidden_segment("/a/b./"));
 }
 
+// RFC 8615 (issue 34): certbot --webroot and security.txt live there.
+TEST(HiddenSegment, WellKnownAtTheRootIsPublic) {
+    EXPECT_FALSE(has_hidden_segment("/.well-known/acme-challenge/token"));
+    EXPECT_FALSE(has_hidden_segment("/.well-known/security.txt"));
+    EXPECT_FALSE(has_hidden_segment("/.well-known"));
+    EXPECT_FALSE(has_hidden_segment("/.well-known/"));
+    EXPECT_TRUE(has_hidden_segment("/.well-known/.secret"));
+    EXPECT_TRUE(has_hidden_segment("/.well-knownx/a"));
+    EXPECT_TRUE(has_hidden_segment("/a/.well-known/x"));
+}
+
 TEST(PercentEncode, KeepsSlashesEncodesTheRest) {
     std::string out;
     append_percent_encoded("/a b/<x>\"&:'", out);
