@@ -238,10 +238,12 @@ public:
     void server_names(const toml::node& node, const std::vector<std::string>& names,
                       SiteConfig& site) {
         for (const std::string& host : names) {
-            if (host.starts_with("."))
-                return error(node, "server name '" + host +
-                                       "': nginx's leading dot is not lepus's; write \"" +
-                                       host.substr(1) + "\", \"*" + host + "\"");
+            if (host.starts_with(".")) {
+                std::string message = "server name '";
+                message.append(host).append("': nginx's leading dot is not lepus's; write \"");
+                message.append(host, 1).append("\", \"*").append(host).append("\"");
+                return error(node, message);
+            }
             if (host.starts_with("~"))
                 return error(node, "server name '" + host +
                                        "': regular expressions are not supported; list the "
