@@ -35,28 +35,9 @@ def send(sock, data):
 def frames_until(sock, done, seconds=10):
     """Frames until done(frames) is true, the connection closes or `seconds`
     pass; returns (frames, closed)."""
-    sock.settimeout(seconds)
-    deadline = time.monotonic() + seconds
-    data, frames, closed = b"", [], False
-    while time.monotonic() < deadline and not done(frames):
-        try:
-            chunk = sock.recv(1 << 16)
-        except socket.timeout:
-            break
-        except ConnectionResetError:
-            chunk = b""
-        if not chunk:
-            closed = True
-            break
-        data += chunk
-        while len(data) >= 9:
-            length = int.from_bytes(data[:3], "big")
-            if len(data) < 9 + length:
-                break
-            frames.append((data[3], data[4], int.from_bytes(data[5:9], "big") & 0x7FFFFFFF,
-                           data[9:9 + length]))
-            data = data[9 + length:]
-    return frames, closed
+    result = {}
+    frames = read_frames(sock, seconds, result, done)
+    return frames, result.get("closed", False)
 
 
 def answered(frames):

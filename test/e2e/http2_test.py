@@ -65,9 +65,12 @@ def request_block(path=b"/", extra=()):
                   (b":authority", b"localhost")] + list(extra))
 
 
-def read_frames(sock, seconds=5, result=None):
-    """Frames until the connection closes, a GOAWAY comes or `seconds` pass:
-    [(type, flags, stream, payload)]; result["closed"] says whether it closed."""
+def read_frames(sock, seconds=5, result=None, done=None):
+    """Frames until the connection closes, done(frames) is true (default: a
+    GOAWAY came) or `seconds` pass: [(type, flags, stream, payload)];
+    result["closed"] says whether it closed."""
+    if done is None:
+        done = lambda frames: any(f[0] == GOAWAY for f in frames)
     sock.settimeout(seconds)
     data, frames = b"", []
     deadline = time.monotonic() + seconds
@@ -90,7 +93,7 @@ def read_frames(sock, seconds=5, result=None):
             frames.append((data[3], data[4], int.from_bytes(data[5:9], "big") & 0x7FFFFFFF,
                            data[9:9 + length]))
             data = data[9 + length:]
-        if any(f[0] == GOAWAY for f in frames):
+        if done(frames):
             break
     return frames
 
