@@ -8,7 +8,6 @@ import json
 import socket
 import struct
 import sys
-import time
 import unittest
 
 import harness
