@@ -240,6 +240,23 @@ class DebianPackage(unittest.TestCase):
                 return text
             time.sleep(0.1)
 
+    @staticmethod
+    def wait_for_open_file(pid, path):
+        """Waits (up to 10 s) until process `pid` holds `path` open: after a
+        rotation, until it has reopened its log (the signal that asks it to is
+        answered after `lepus -s reopen` returns)."""
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            held = set()
+            for fd in os.listdir("/proc/%d/fd" % pid):
+                try:
+                    held.add(os.readlink("/proc/%d/fd/%s" % (pid, fd)))
+                except OSError:
+                    pass
+            if path in held:
+                return
+            time.sleep(0.05)
+
     def test_logrotate_snippet_rotates_without_losing_a_line(self):
         if not shutil.which("logrotate"):
             print("logrotate is not installed (Debian package logrotate): snippet not run")
@@ -272,6 +289,7 @@ class DebianPackage(unittest.TestCase):
             self.assertEqual(stat.S_IMODE(os.stat(access_log).st_mode), 0o640, "create 0640")
             # SIGUSR1 makes lepus reopen access.log; lines sent after that go there.
             self.wait_for_lines(access_log + ".1", before)
+            self.wait_for_open_file(proc.pid, os.path.realpath(access_log))
             for line in after:
                 self.assertEqual(self.get(port, line.split()[1]).status, 200)
             self.wait_for_lines(access_log, after)
