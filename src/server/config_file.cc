@@ -1,6 +1,7 @@
 #include "server/config_file.h"
 
 #include "base/units.h"
+#include "server/detail/config_reader.h"
 
 #include <algorithm>
 #include <cstdlib>
@@ -9,75 +10,29 @@
 #include <unistd.h>
 
 namespace lepus {
-namespace {
 
-std::string position(const std::string& path, const toml::source_region& region) {
+std::string detail::config_position(const std::string& path, const toml::source_region& region) {
     return path + ":" + std::to_string(region.begin.line) + ":" +
            std::to_string(region.begin.column);
 }
 
-// A scalar TOML value as command-line text; nullopt for tables and arrays.
-// (Checks the node's type first: toml++'s value<T>() converts between types.)
-std::optional<std::string> scalar_text(const toml::node& node) {
+// Checks the node's type first: toml++'s value<T>() converts between types.
+std::optional<std::string> detail::scalar_text(const toml::node& node) {
     if (node.is_string()) return *node.value<std::string>();
     if (node.is_integer()) return std::to_string(*node.value<int64_t>());
     if (node.is_floating_point()) return std::to_string(*node.value<double>());
     return std::nullopt;
 }
 
-class Reader {
+namespace {
+
+using detail::config_position;
+using detail::ConfigReader;
+using detail::scalar_text;
+
+class Reader : public ConfigReader {
 public:
-    Reader(const std::string& path, std::vector<std::string>& errors)
-        : path_(path), errors_(errors) {}
-
-    void error(const toml::node& node, const std::string& what) {
-        errors_.push_back(position(path_, node.source()) + ": " + what);
-    }
-
-    std::optional<std::string> string(const toml::node& node, std::string_view key) {
-        if (node.is_string()) return *node.value<std::string>();
-        error(node, "'" + std::string(key) + "' must be a string");
-        return std::nullopt;
-    }
-
-    std::optional<bool> boolean(const toml::node& node, std::string_view key) {
-        if (node.is_boolean()) return *node.value<bool>();
-        error(node, "'" + std::string(key) + "' must be true or false");
-        return std::nullopt;
-    }
-
-    std::optional<unsigned> count(const toml::node& node, std::string_view key) {
-        auto i = node.is_integer() ? node.value<int64_t>() : std::nullopt;
-        if (i && *i > 0 && *i < (1 << 20)) return unsigned(*i);
-        error(node, "'" + std::string(key) + "' must be a positive whole number");
-        return std::nullopt;
-    }
-
-    std::optional<uint64_t> duration(const toml::node& node, std::string_view key) {
-        auto text = scalar_text(node);
-        if (text)
-            if (auto ms = parse_duration_ms(*text); ms && *ms > 0) return ms;
-        error(node, "'" + std::string(key) + "' must be a duration such as 30, 500ms, 10s, 2m");
-        return std::nullopt;
-    }
-
-    std::optional<std::vector<std::string>> strings(const toml::node& node, std::string_view key) {
-        std::vector<std::string> out;
-        if (node.is_string()) {
-            out.push_back(*node.value<std::string>());
-            return out;
-        }
-        const toml::array* array = node.as_array();
-        if (array) {
-            for (const toml::node& item : *array) {
-                if (!item.is_string()) break;
-                out.push_back(*item.value<std::string>());
-            }
-            if (out.size() == array->size()) return out;
-        }
-        error(node, "'" + std::string(key) + "' must be a string or an array of strings");
-        return std::nullopt;
-    }
+    using ConfigReader::ConfigReader;
 
     void top_level(const toml::table& table, ConfigFile& out) {
         for (auto&& [key, node] : table) {
@@ -92,7 +47,7 @@ public:
             }
             std::string option = "--" + name;
             std::replace(option.begin() + 2, option.end(), '_', '-');
-            out.origins[option] = position(path_, node.source());
+            out.origins[option] = config_position(path_, node.source());
             if (node.is_boolean() &&
                 (option == "--compress" || option == "--defer-accept" || option == "--http2" ||
                  option == "--h2c" || option == "--h2c-sendfile" || option == "--pin" ||
@@ -132,7 +87,7 @@ public:
         }
         for (const toml::node& item : *array) {
             SiteConfig site;
-            site.origin = position(path_, item.source());
+            site.origin = config_position(path_, item.source());
             site_keys(*item.as_table(), site);
             if (site.root.empty()) error(item, "[[site]] needs a 'root'");
             out.sites.push_back(std::move(site));
@@ -195,17 +150,17 @@ public:
             } else if (name == "access_log") {
                 site.access_log = string(node, name);
             } else if (name == "fastcgi") {
-                fastcgi(node, site);
+                detail::read_fastcgi(*this, node, site);
             } else if (name == "proxy") {
-                proxy(node, site);
+                detail::read_proxy(*this, node, site);
             } else if (name == "error_page") {
-                error_pages(node, site);
+                detail::read_error_pages(*this, node, site);
             } else if (name == "headers") {
-                header_rules(node, site);
+                detail::read_header_rules(*this, node, site);
             } else if (name == "redirects") {
-                redirects(node, site);
+                detail::read_redirects(*this, node, site);
             } else if (name == "tls") {
-                tls(node, site);
+                detail::read_tls(*this, node, site);
             } else if (name == "https_redirect") {
                 https_redirect(node, site);
             } else if (name == "symlinks") {
@@ -226,7 +181,7 @@ public:
                     text && !(site.x_accel = parse_x_accel(*text, message)))
                     error(node, message);
             } else if (name == "auth") {
-                auth_rules(node, site);
+                detail::read_auth_rules(*this, node, site);
             } else {
                 error(node, "unknown key '" + std::string(name) + "' in [[site]]");
             }
@@ -272,229 +227,7 @@ public:
             return error(node, "'https_redirect' is true, false or a port (1-65535)");
         site.https_redirect = uint16_t(*port);
     }
-
-    void fastcgi(const toml::node& node, SiteConfig& site) {
-        SiteFastCgi fastcgi;
-        if (node.is_string()) {
-            fastcgi.address = *node.value<std::string>();
-            site.fastcgi = fastcgi;
-            return;
-        }
-        const toml::table* table = node.as_table();
-        if (!table) return error(node, "'fastcgi' is an address or a table");
-        for (auto&& [key, value] : *table) {
-            std::string_view name = key.str();
-            if (name == "address") {
-                if (auto a = string(value, name)) fastcgi.address = *a;
-            } else if (name == "ext") {
-                if (auto e = strings(value, name)) fastcgi.ext = *e;
-            } else if (name == "pool") {
-                fastcgi.pool = count(value, name);
-            } else if (name == "queue") {
-                fastcgi.queue = count(value, name);
-            } else if (name == "timeout") {
-                fastcgi.timeout_ms = duration(value, name);
-            } else if (name == "keepalive") {
-                fastcgi.keepalive = boolean(value, name);
-            } else {
-                error(value, "unknown key '" + std::string(name) + "' in fastcgi");
-            }
-        }
-        if (fastcgi.address.empty()) error(node, "fastcgi needs an 'address'");
-        site.fastcgi = fastcgi;
-    }
-
-    // `proxy = "ADDRESS"` or a table (config_file.h: SiteProxy).
-    void proxy(const toml::node& node, SiteConfig& site) {
-        SiteProxy proxy;
-        if (node.is_string()) {
-            proxy.addresses = {*node.value<std::string>()};
-            site.proxy = proxy;
-            return;
-        }
-        const toml::table* table = node.as_table();
-        if (!table) return error(node, "'proxy' is an address or a table");
-        for (auto&& [key, value] : *table) {
-            std::string_view name = key.str();
-            if (name == "address" && value.is_string()) {
-                proxy.addresses = {*value.value<std::string>()};
-            } else if (name == "address") {
-                if (auto a = strings(value, name)) proxy.addresses = *a;
-            } else if (name == "paths") {
-                if (auto p = strings(value, name)) proxy.paths = *p;
-            } else if (name == "host") {
-                if (auto h = string(value, name)) proxy.host = *h;
-            } else if (name == "pool") {
-                proxy.pool = count(value, name);
-            } else if (name == "queue") {
-                proxy.queue = count(value, name);
-            } else if (name == "timeout") {
-                proxy.timeout_ms = duration(value, name);
-            } else {
-                error(value, "unknown key '" + std::string(name) + "' in proxy");
-            }
-        }
-        if (proxy.addresses.empty()) error(node, "proxy needs an 'address'");
-        for (const std::string& path : proxy.paths)
-            if (!path.starts_with('/')) error(node, "proxy paths start with /");
-        site.proxy = proxy;
-    }
-
-    void error_pages(const toml::node& node, SiteConfig& site) {
-        const toml::table* table = node.as_table();
-        if (!table)
-            return error(node, "'error_page' is a table such as error_page.404 = \"/404.html\"");
-        for (auto&& [key, value] : *table) {
-            std::string code(key.str());
-            int status = std::atoi(code.c_str());
-            if (code.size() != 3 || status < 400 || status > 599)
-                error(value, "error_page." + code + ": not a 4xx or 5xx status");
-            else if (auto page = string(value, "error_page." + code);
-                     page && !page->starts_with("/"))
-                error(value, "error_page." + code + " must be a path starting with /");
-            else if (page)
-                site.error_pages[status] = *page;
-        }
-    }
-
-    void header_rules(const toml::node& node, SiteConfig& site) {
-        const toml::array* array = node.as_array();
-        if (!array || !array->is_array_of_tables())
-            return error(node, "'headers' is a list of {match, name, value} tables");
-        for (const toml::node& item : *array) {
-            HeaderRule rule;
-            for (auto&& [key, value] : *item.as_table()) {
-                std::string_view name = key.str();
-                auto text = string(value, name);
-                if (!text) continue;
-                if (name == "match")
-                    rule.match = *text;
-                else if (name == "name")
-                    rule.name = *text;
-                else if (name == "value")
-                    rule.value = *text;
-                else
-                    error(value, "unknown key '" + std::string(name) + "' in headers");
-            }
-            bool bad_name =
-                rule.name.empty() || rule.name.find_first_of(" :\r\n\t") != std::string::npos;
-            if (rule.match.empty() || bad_name ||
-                rule.value.find_first_of("\r\n") != std::string::npos)
-                error(item, "a header rule needs match, a valid name and a one-line value");
-            else
-                site.headers.push_back(rule);
-        }
-    }
-
-    // auth = { ... } or [{ paths, realm, htpasswd }, { paths, off = true }, ...].
-    void auth_rules(const toml::node& node, SiteConfig& site) {
-        const toml::array* array = node.as_array();
-        if (node.is_table()) return auth_rule(*node.as_table(), site);
-        if (!array || !array->is_array_of_tables())
-            return error(node, "'auth' is a list of {paths, realm, htpasswd} tables");
-        for (const toml::node& item : *array)
-            auth_rule(*item.as_table(), site);
-    }
-
-    void auth_rule(const toml::table& table, SiteConfig& site) {
-        AuthRule rule;
-        rule.origin = position(path_, table.source());
-        for (auto&& [key, value] : table) {
-            std::string_view name = key.str();
-            if (name == "paths") {
-                if (auto paths = strings(value, name)) rule.paths = *paths;
-            } else if (name == "realm") {
-                // RFC 7235 §2.2: a quoted-string; lepus writes it without escapes.
-                auto realm = string(value, name);
-                if (realm &&
-                    (realm->empty() || std::any_of(realm->begin(), realm->end(), [](char c) {
-                         return c == '"' || c == '\\' || (unsigned char)c < 0x20 || c == 0x7f;
-                     })))
-                    error(value, "'realm' must be one line of text without '\"' or '\\'");
-                else if (realm)
-                    rule.realm = *realm;
-            } else if (name == "htpasswd") {
-                if (auto file = string(value, name)) rule.htpasswd = *file;
-            } else if (name == "off") {
-                if (auto off = boolean(value, name)) rule.off = *off;
-            } else if (name == "case_insensitive") {
-                if (auto any_case = boolean(value, name)) rule.case_insensitive = *any_case;
-            } else {
-                error(value, "unknown key '" + std::string(name) + "' in auth");
-            }
-        }
-        bool paths_ok = !rule.paths.empty() &&
-                        std::all_of(rule.paths.begin(), rule.paths.end(),
-                                    [](const std::string& p) { return p.starts_with('/'); });
-        if (!paths_ok)
-            error(table, "an auth rule needs paths, each starting with /");
-        else if (rule.off == !rule.htpasswd.empty())
-            error(table, "an auth rule needs either htpasswd (a password file) or off = true");
-        else
-            site.auth.push_back(std::move(rule));
-    }
-
-    void redirects(const toml::node& node, SiteConfig& site) {
-        const toml::array* array = node.as_array();
-        if (!array || !array->is_array_of_tables())
-            return error(node, "'redirects' is a list of {from, to, status} tables");
-        for (const toml::node& item : *array) {
-            Redirect redirect;
-            for (auto&& [key, value] : *item.as_table()) {
-                std::string_view name = key.str();
-                if (name == "from" || name == "to") {
-                    auto text = string(value, name);
-                    if (text) (name == "from" ? redirect.from : redirect.to) = *text;
-                } else if (name == "status") {
-                    auto status = value.is_integer() ? value.value<int64_t>() : std::nullopt;
-                    if (!status ||
-                        (*status != 301 && *status != 302 && *status != 307 && *status != 308))
-                        error(value, "redirect status is 301, 302, 307 or 308");
-                    else
-                        redirect.status = int(*status);
-                } else {
-                    error(value, "unknown key '" + std::string(name) + "' in redirects");
-                }
-            }
-            if (!redirect.from.starts_with("/") || redirect.to.empty() ||
-                redirect.to.find_first_of("\r\n") != std::string::npos)
-                error(item, "a redirect needs from (a path) and to");
-            else
-                site.redirects.push_back(redirect);
-        }
-    }
-
-    // tls = { cert, key }, or [{ cert, key }, ...] for an RSA and an ECDSA pair.
-    void tls(const toml::node& node, SiteConfig& site) {
-        auto pair = [&](const toml::table& table, const toml::node& where) {
-            SiteTls tls;
-            for (auto&& [key, value] : table) {
-                std::string_view name = key.str();
-                if (name != "cert" && name != "key") {
-                    error(value, "unknown key '" + std::string(name) + "' in tls");
-                } else if (auto text = string(value, name)) {
-                    (name == "cert" ? tls.cert : tls.key) = *text;
-                }
-            }
-            if (tls.cert.empty() || tls.key.empty())
-                error(where, "tls needs both 'cert' and 'key'");
-            else
-                site.tls.push_back(tls);
-        };
-        if (const toml::table* table = node.as_table()) return pair(*table, node);
-        const toml::array* array = node.as_array();
-        if (!array || !array->is_array_of_tables())
-            return error(node,
-                         R"('tls' is a table { cert = "...", key = "..." } or a list of them)");
-        for (const toml::node& item : *array)
-            pair(*item.as_table(), item);
-    }
-
-private:
-    const std::string& path_;
-    std::vector<std::string>& errors_;
 };
-
 } // namespace
 
 bool load_config_file(const std::string& path, ConfigFile& out, std::vector<std::string>& errors) {
@@ -506,7 +239,8 @@ bool load_config_file(const std::string& path, ConfigFile& out, std::vector<std:
         if (e.source().begin.line == 0) // the file itself could not be read
             errors.push_back(path + ": cannot read: " + std::string(e.description()));
         else
-            errors.push_back(position(path, e.source()) + ": " + std::string(e.description()));
+            errors.push_back(config_position(path, e.source()) + ": " +
+                             std::string(e.description()));
         return false;
     }
     Reader reader(path, errors);

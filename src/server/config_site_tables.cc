@@ -1,0 +1,265 @@
+// The [[site]] keys whose values are tables: fastcgi, proxy, error_page,
+// headers, auth, redirects, tls (detail/config_reader.h).
+#include "server/detail/config_reader.h"
+
+#include <algorithm>
+#include <cstdlib>
+
+namespace lepus::detail {
+namespace {
+
+// The readers share the file's path and error list with the reader of the
+// whole file (ConfigReader holds references to both).
+class SiteTables : public ConfigReader {
+public:
+    explicit SiteTables(const ConfigReader& reader) : ConfigReader(reader) {}
+
+    void fastcgi(const toml::node& node, SiteConfig& site) {
+        SiteFastCgi fastcgi;
+        if (node.is_string()) {
+            fastcgi.address = *node.value<std::string>();
+            site.fastcgi = fastcgi;
+            return;
+        }
+        const toml::table* table = node.as_table();
+        if (!table) return error(node, "'fastcgi' is an address or a table");
+        for (auto&& [key, value] : *table) {
+            std::string_view name = key.str();
+            if (name == "address") {
+                if (auto a = string(value, name)) fastcgi.address = *a;
+            } else if (name == "ext") {
+                if (auto e = strings(value, name)) fastcgi.ext = *e;
+            } else if (name == "pool") {
+                fastcgi.pool = count(value, name);
+            } else if (name == "queue") {
+                fastcgi.queue = count(value, name);
+            } else if (name == "timeout") {
+                fastcgi.timeout_ms = duration(value, name);
+            } else if (name == "keepalive") {
+                fastcgi.keepalive = boolean(value, name);
+            } else {
+                error(value, "unknown key '" + std::string(name) + "' in fastcgi");
+            }
+        }
+        if (fastcgi.address.empty()) error(node, "fastcgi needs an 'address'");
+        site.fastcgi = fastcgi;
+    }
+
+    // `proxy = "ADDRESS"` or a table (config_file.h: SiteProxy).
+    void proxy(const toml::node& node, SiteConfig& site) {
+        SiteProxy proxy;
+        if (node.is_string()) {
+            proxy.addresses = {*node.value<std::string>()};
+            site.proxy = proxy;
+            return;
+        }
+        const toml::table* table = node.as_table();
+        if (!table) return error(node, "'proxy' is an address or a table");
+        for (auto&& [key, value] : *table) {
+            std::string_view name = key.str();
+            if (name == "address" && value.is_string()) {
+                proxy.addresses = {*value.value<std::string>()};
+            } else if (name == "address") {
+                if (auto a = strings(value, name)) proxy.addresses = *a;
+            } else if (name == "paths") {
+                if (auto p = strings(value, name)) proxy.paths = *p;
+            } else if (name == "host") {
+                if (auto h = string(value, name)) proxy.host = *h;
+            } else if (name == "pool") {
+                proxy.pool = count(value, name);
+            } else if (name == "queue") {
+                proxy.queue = count(value, name);
+            } else if (name == "timeout") {
+                proxy.timeout_ms = duration(value, name);
+            } else {
+                error(value, "unknown key '" + std::string(name) + "' in proxy");
+            }
+        }
+        if (proxy.addresses.empty()) error(node, "proxy needs an 'address'");
+        for (const std::string& path : proxy.paths)
+            if (!path.starts_with('/')) error(node, "proxy paths start with /");
+        site.proxy = proxy;
+    }
+
+    void error_pages(const toml::node& node, SiteConfig& site) {
+        const toml::table* table = node.as_table();
+        if (!table)
+            return error(node, "'error_page' is a table such as error_page.404 = \"/404.html\"");
+        for (auto&& [key, value] : *table) {
+            std::string code(key.str());
+            int status = std::atoi(code.c_str());
+            if (code.size() != 3 || status < 400 || status > 599)
+                error(value, "error_page." + code + ": not a 4xx or 5xx status");
+            else if (auto page = string(value, "error_page." + code);
+                     page && !page->starts_with("/"))
+                error(value, "error_page." + code + " must be a path starting with /");
+            else if (page)
+                site.error_pages[status] = *page;
+        }
+    }
+
+    void header_rules(const toml::node& node, SiteConfig& site) {
+        const toml::array* array = node.as_array();
+        if (!array || !array->is_array_of_tables())
+            return error(node, "'headers' is a list of {match, name, value} tables");
+        for (const toml::node& item : *array) {
+            HeaderRule rule;
+            for (auto&& [key, value] : *item.as_table()) {
+                std::string_view name = key.str();
+                auto text = string(value, name);
+                if (!text) continue;
+                if (name == "match")
+                    rule.match = *text;
+                else if (name == "name")
+                    rule.name = *text;
+                else if (name == "value")
+                    rule.value = *text;
+                else
+                    error(value, "unknown key '" + std::string(name) + "' in headers");
+            }
+            bool bad_name =
+                rule.name.empty() || rule.name.find_first_of(" :\r\n\t") != std::string::npos;
+            if (rule.match.empty() || bad_name ||
+                rule.value.find_first_of("\r\n") != std::string::npos)
+                error(item, "a header rule needs match, a valid name and a one-line value");
+            else
+                site.headers.push_back(rule);
+        }
+    }
+
+    // auth = { ... } or [{ paths, realm, htpasswd }, { paths, off = true }, ...].
+    void auth_rules(const toml::node& node, SiteConfig& site) {
+        const toml::array* array = node.as_array();
+        if (node.is_table()) return auth_rule(*node.as_table(), site);
+        if (!array || !array->is_array_of_tables())
+            return error(node, "'auth' is a list of {paths, realm, htpasswd} tables");
+        for (const toml::node& item : *array)
+            auth_rule(*item.as_table(), site);
+    }
+
+    void auth_rule(const toml::table& table, SiteConfig& site) {
+        AuthRule rule;
+        rule.origin = config_position(path_, table.source());
+        for (auto&& [key, value] : table) {
+            std::string_view name = key.str();
+            if (name == "paths") {
+                if (auto paths = strings(value, name)) rule.paths = *paths;
+            } else if (name == "realm") {
+                // RFC 7235 §2.2: a quoted-string; lepus writes it without escapes.
+                auto realm = string(value, name);
+                if (realm &&
+                    (realm->empty() || std::any_of(realm->begin(), realm->end(), [](char c) {
+                         return c == '"' || c == '\\' || (unsigned char)c < 0x20 || c == 0x7f;
+                     })))
+                    error(value, "'realm' must be one line of text without '\"' or '\\'");
+                else if (realm)
+                    rule.realm = *realm;
+            } else if (name == "htpasswd") {
+                if (auto file = string(value, name)) rule.htpasswd = *file;
+            } else if (name == "off") {
+                if (auto off = boolean(value, name)) rule.off = *off;
+            } else if (name == "case_insensitive") {
+                if (auto any_case = boolean(value, name)) rule.case_insensitive = *any_case;
+            } else {
+                error(value, "unknown key '" + std::string(name) + "' in auth");
+            }
+        }
+        bool paths_ok = !rule.paths.empty() &&
+                        std::all_of(rule.paths.begin(), rule.paths.end(),
+                                    [](const std::string& p) { return p.starts_with('/'); });
+        if (!paths_ok)
+            error(table, "an auth rule needs paths, each starting with /");
+        else if (rule.off == !rule.htpasswd.empty())
+            error(table, "an auth rule needs either htpasswd (a password file) or off = true");
+        else
+            site.auth.push_back(std::move(rule));
+    }
+
+    void redirects(const toml::node& node, SiteConfig& site) {
+        const toml::array* array = node.as_array();
+        if (!array || !array->is_array_of_tables())
+            return error(node, "'redirects' is a list of {from, to, status} tables");
+        for (const toml::node& item : *array) {
+            Redirect redirect;
+            for (auto&& [key, value] : *item.as_table()) {
+                std::string_view name = key.str();
+                if (name == "from" || name == "to") {
+                    auto text = string(value, name);
+                    if (text) (name == "from" ? redirect.from : redirect.to) = *text;
+                } else if (name == "status") {
+                    auto status = value.is_integer() ? value.value<int64_t>() : std::nullopt;
+                    if (!status ||
+                        (*status != 301 && *status != 302 && *status != 307 && *status != 308))
+                        error(value, "redirect status is 301, 302, 307 or 308");
+                    else
+                        redirect.status = int(*status);
+                } else {
+                    error(value, "unknown key '" + std::string(name) + "' in redirects");
+                }
+            }
+            if (!redirect.from.starts_with("/") || redirect.to.empty() ||
+                redirect.to.find_first_of("\r\n") != std::string::npos)
+                error(item, "a redirect needs from (a path) and to");
+            else
+                site.redirects.push_back(redirect);
+        }
+    }
+
+    // tls = { cert, key }, or [{ cert, key }, ...] for an RSA and an ECDSA pair.
+    void tls(const toml::node& node, SiteConfig& site) {
+        auto pair = [&](const toml::table& table, const toml::node& where) {
+            SiteTls tls;
+            for (auto&& [key, value] : table) {
+                std::string_view name = key.str();
+                if (name != "cert" && name != "key") {
+                    error(value, "unknown key '" + std::string(name) + "' in tls");
+                } else if (auto text = string(value, name)) {
+                    (name == "cert" ? tls.cert : tls.key) = *text;
+                }
+            }
+            if (tls.cert.empty() || tls.key.empty())
+                error(where, "tls needs both 'cert' and 'key'");
+            else
+                site.tls.push_back(tls);
+        };
+        if (const toml::table* table = node.as_table()) return pair(*table, node);
+        const toml::array* array = node.as_array();
+        if (!array || !array->is_array_of_tables())
+            return error(node,
+                         R"('tls' is a table { cert = "...", key = "..." } or a list of them)");
+        for (const toml::node& item : *array)
+            pair(*item.as_table(), item);
+    }
+};
+
+} // namespace
+
+void read_fastcgi(ConfigReader& reader, const toml::node& node, SiteConfig& site) {
+    SiteTables(reader).fastcgi(node, site);
+}
+
+void read_proxy(ConfigReader& reader, const toml::node& node, SiteConfig& site) {
+    SiteTables(reader).proxy(node, site);
+}
+
+void read_error_pages(ConfigReader& reader, const toml::node& node, SiteConfig& site) {
+    SiteTables(reader).error_pages(node, site);
+}
+
+void read_header_rules(ConfigReader& reader, const toml::node& node, SiteConfig& site) {
+    SiteTables(reader).header_rules(node, site);
+}
+
+void read_auth_rules(ConfigReader& reader, const toml::node& node, SiteConfig& site) {
+    SiteTables(reader).auth_rules(node, site);
+}
+
+void read_redirects(ConfigReader& reader, const toml::node& node, SiteConfig& site) {
+    SiteTables(reader).redirects(node, site);
+}
+
+void read_tls(ConfigReader& reader, const toml::node& node, SiteConfig& site) {
+    SiteTables(reader).tls(node, site);
+}
+
+} // namespace lepus::detail
