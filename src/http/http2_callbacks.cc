@@ -146,6 +146,7 @@ int Http2Callbacks::on_data_chunk_recv(nghttp2_session* session, uint8_t, int32_
     }
     stream->body_received += length;
     stream->body_active_ms = self.context_.clock.now_ms;
+    stream->body_rate.moved(length);
     if (stream->body_received > self.context_.options.max_body_size && !stream->submitted) {
         nghttp2_session_consume(session, stream_id, length);
         self.fail_exchange(*stream, 413);

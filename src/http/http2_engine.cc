@@ -28,7 +28,7 @@ Http2Engine::Http2Engine(const Http1Context& context, Transport& transport, Conn
                          ExchangeListener& listener, std::string_view received, Http2Gauges* gauges)
     : context_(context), transport_(transport), info_(info), listener_(listener), gauges_(gauges),
       input_(received), head_fields_(std::make_unique<HeadFields>()),
-      last_activity_ms_(context.clock.now_ms), stall_interval_ms_(context.clock.now_ms) {
+      last_activity_ms_(context.clock.now_ms) {
     nghttp2_session_callbacks* callbacks = nullptr;
     nghttp2_session_callbacks_new(&callbacks);
     Http2Callbacks::install(callbacks);
@@ -216,7 +216,7 @@ bool Http2Engine::write_output() {
         Http2Output::Status status = output_.write(transport_);
         if (output_.pending() < before) {
             last_activity_ms_ = context_.clock.now_ms;
-            stall_sent_ += before - output_.pending();
+            send_rate_.moved(before - output_.pending());
         }
         switch (status) {
         case Http2Output::Status::Done:

@@ -36,6 +36,7 @@
 
 #include "http/http1_engine.h"
 #include "http/http2_output.h"
+#include "http/min_rate.h"
 
 #include <array>
 #include <cstdint>
@@ -146,7 +147,9 @@ private:
     void plan_deadline();
     // The earliest body deadline of the streams waiting for their client's
     // body (0: none); reset_idle_bodies() resets those past it (408).
-    uint64_t body_deadline() const;
+    // Streams that hold a backend connection start their body rate interval
+    // here when their wait begins.
+    uint64_t body_deadline();
     bool reset_idle_bodies();
     // RST_STREAM from us (on_frame_send remembers the id).
     void reset_stream(int32_t id, uint32_t error_code);
@@ -185,8 +188,7 @@ private:
     // Output that waits must move kMinSendBytesPerSecond on average over each
     // --send-timeout interval, or the connection closes at the interval's end.
     static constexpr uint64_t kMinSendBytesPerSecond = 256;
-    uint64_t stall_interval_ms_ = 0; // when the current interval began
-    uint64_t stall_sent_ = 0;        // bytes that left for the client in it
+    MinRate send_rate_;
     uint64_t requests_ = 0;
     int32_t highest_stream_id_ = 0; // of the client's HEADERS so far
     // Bit (id >> 1) % kRememberedStreams: frames on that closed stream are ignored.

@@ -3,6 +3,7 @@
 #pragma once
 
 #include "http/exchange.h"
+#include "http/min_rate.h"
 #include "http/request.h"
 
 #include <cstdint>
@@ -59,6 +60,9 @@ struct Http2Stream {
     // When the head or the last body bytes came: a stream whose response
     // stream takes the body and that sends none for --body-timeout is reset.
     uint64_t body_active_ms = 0;
+    // A body that holds a backend connection (Exchange::body_holds_backend)
+    // must keep up --min-body-rate over each body timeout it is waited for.
+    MinRate body_rate;
     // The answer.
     bool submitted = false; // HEADERS submitted
     bool relaying = false;  // DATA comes from exchange.stream
