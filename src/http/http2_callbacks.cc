@@ -52,10 +52,19 @@ int Http2Callbacks::on_begin_frame(nghttp2_session* session, const nghttp2_frame
     return 0;
 }
 
-int Http2Callbacks::on_begin_headers(nghttp2_session*, const nghttp2_frame* frame,
+int Http2Callbacks::on_begin_headers(nghttp2_session* session, const nghttp2_frame* frame,
                                      void* user_data) {
     Http2Engine& self = engine(user_data);
     if (frame->hd.type != NGHTTP2_HEADERS || frame->headers.cat != NGHTTP2_HCAT_REQUEST) return 0;
+    if (self.refuses_new_stream()) {
+        // Streams that cannot send hold too much already: no Http2Stream, so
+        // the block's fields are decoded (HPACK stays in step) and dropped.
+        nghttp2_submit_rst_stream(session, NGHTTP2_FLAG_NONE, frame->hd.stream_id,
+                                  NGHTTP2_REFUSED_STREAM);
+        if (self.gauges_)
+            self.gauges_->streams_refused_held.fetch_add(1, std::memory_order_relaxed);
+        return 0;
+    }
     self.streams_.emplace(frame->hd.stream_id, std::make_unique<Http2Stream>(frame->hd.stream_id));
     self.stream_opened(frame->hd.stream_id);
     if (self.gauges_) {
