@@ -214,7 +214,7 @@ void add_log_and_limit_options(CLI::App& app, ServerOptions& options, OptionText
                    "Bytes/s a body streamed to a backend (request buffering off) must keep up "
                    "over each --body-timeout, or it is cut off (0: off)")
         ->capture_default_str()
-        ->check(CLI::Range(uint64_t{0}, uint64_t{1} << 40));
+        ->check(CLI::Range(uint64_t{0}, uint64_t{1} << 30)); // no overflow times a timeout
     app.add_option("--client-body-buffer", texts.client_body_buffer,
                    "Body bytes kept in memory; a larger body goes to a file in --temp-dir")
         ->capture_default_str()
