@@ -270,6 +270,26 @@ class Trickles:
             s.close()
 
 
+def assert_trickles_cut_off(test, server, post_path, get_path, host):
+    """Two POSTs to `post_path` that send a byte every 0.5 s, to a server
+    whose pool has 2 connections, `request_buffering = false` and a 2 s body
+    timeout: both are cut off (HTTP/2: reset, CANCEL), then a GET of
+    `get_path` is served, the pool's connections free again."""
+    trickles = Trickles(server, post_path, host, 2, ANNOUNCED)
+    try:
+        start = time.monotonic()
+        while len(trickles.ended()) < 2 and time.monotonic() - start < 15:
+            trickles.send(b"x")
+            time.sleep(0.5)
+        test.assertEqual(trickles.ended(), {0, 1}, "still open after 15 s")
+        if trickles.h2:
+            test.assertEqual(trickles.resets(), {1: 8, 3: 8})  # CANCEL
+        r = server.fetch(get_path, ["Host: " + host], timeout=10)
+        test.assertEqual(r.status, 200, r.body[:300])
+    finally:
+        trickles.close()
+
+
 # --- PHP ----------------------------------------------------------------------------------
 
 
@@ -346,19 +366,7 @@ class PhpBuffering(unittest.TestCase):
         # the client liked (the GET then got the queue's 503).
         server = harness.Lepus(self.args("--body-timeout", "2s"))
         try:
-            trickles = Trickles(server, "/echo.php", "stream.test", 2, ANNOUNCED)
-            try:
-                start = time.monotonic()
-                while len(trickles.ended()) < 2 and time.monotonic() - start < 15:
-                    trickles.send(b"x")
-                    time.sleep(0.5)
-                self.assertEqual(trickles.ended(), {0, 1}, "still open after 15 s")
-                if trickles.h2:
-                    self.assertEqual(trickles.resets(), {1: 8, 3: 8})  # CANCEL
-                r = server.fetch("/hello.php", ["Host: stream.test"], timeout=10)
-                self.assertEqual(r.status, 200, r.body[:300])
-            finally:
-                trickles.close()
+            assert_trickles_cut_off(self, server, "/echo.php", "/hello.php", "stream.test")
         finally:
             server.stop(harness.LepusTestCase._Checker())
 
@@ -533,6 +541,16 @@ class ProxyBuffering(unittest.TestCase):
             slow.finish_h1(self)
         finally:
             slow.close()
+
+    def test_without_buffering_a_trickled_body_is_cut_off_at_the_minimum_rate(self):
+        # As through php-fpm: a byte every 0.5 s held both pool connections.
+        server = harness.Lepus(["--proxy", self.backend.address, "--proxy-pool", "2",
+                                "--threads", "1", "--proxy-queue-timeout", "2s",
+                                "--request-buffering", "off", "--body-timeout", "2s"])
+        try:
+            assert_trickles_cut_off(self, server, "/echo", "/hello", "localhost")
+        finally:
+            server.stop(harness.LepusTestCase._Checker())
 
     def test_bodies_reach_the_backend_whole(self):
         for body in (b"a=1", os.urandom(70000), LARGE):
