@@ -61,8 +61,11 @@ int Http2Callbacks::on_begin_headers(nghttp2_session* session, const nghttp2_fra
         // the block's fields are decoded (HPACK stays in step) and dropped.
         nghttp2_submit_rst_stream(session, NGHTTP2_FLAG_NONE, frame->hd.stream_id,
                                   NGHTTP2_REFUSED_STREAM);
-        if (self.gauges_)
-            self.gauges_->streams_refused_held.fetch_add(1, std::memory_order_relaxed);
+        if (!self.refused_for_memory_)
+            log_info("client %s: HTTP/2: streams that wait for the client to take their answers "
+                     "hold too much memory: refusing new streams",
+                     self.info_.peer.to_string().c_str());
+        self.refused_for_memory_ = true;
         return 0;
     }
     self.streams_.emplace(frame->hd.stream_id, std::make_unique<Http2Stream>(frame->hd.stream_id));

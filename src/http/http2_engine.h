@@ -55,8 +55,8 @@ struct Http2Stream;
 struct Http2Gauges {
     std::atomic<uint64_t> connections{0}, streams{0}, streams_total{0}, connections_total{0};
     // Bytes held by answered streams of the reactor's connections (their
-    // Http2Engine::held_bytes_), and the new streams refused for them.
-    std::atomic<uint64_t> held_bytes{0}, streams_refused_held{0};
+    // Http2Engine::held_bytes_).
+    std::atomic<uint64_t> held_bytes{0};
 };
 
 class Http2Engine {
@@ -221,6 +221,8 @@ private:
     uint32_t resets_ = 0;          // streams reset in the window
     uint32_t streams_opened_ = 0;  // new stream ids in the window
     bool stop_reading_ = false;    // a GOAWAY that ends the connection is queued
+    // refuses_new_stream() said yes once: logged then, not for every stream.
+    bool refused_for_memory_ = false;
     // Where feed() is in the client's byte stream.
     size_t preface_left_ = 24; // "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
     uint64_t frame_left_ = 0;  // payload bytes of the current frame
