@@ -162,6 +162,11 @@ struct Exchange {
     uint64_t now_ms = 0;
     // The engine's decision for the connection; a handler may clear it.
     bool keep_alive = true;
+    // The layer above set a stream that takes the request body as it arrives
+    // and holds a backend connection meanwhile (request_buffering = false):
+    // the engine holds the client to Http1Options::min_body_rate, not only to
+    // the body timeout's silence (issue 32).
+    bool body_holds_backend = false;
 
     // A complete answer, or the error answer after fail().
     Response response;

@@ -28,7 +28,7 @@ Http2Engine::Http2Engine(const Http1Context& context, Transport& transport, Conn
                          ExchangeListener& listener, std::string_view received, Http2Gauges* gauges)
     : context_(context), transport_(transport), info_(info), listener_(listener), gauges_(gauges),
       input_(received), head_fields_(std::make_unique<HeadFields>()),
-      last_activity_ms_(context.clock.now_ms), stall_interval_ms_(context.clock.now_ms) {
+      last_activity_ms_(context.clock.now_ms) {
     nghttp2_session_callbacks* callbacks = nullptr;
     nghttp2_session_callbacks_new(&callbacks);
     Http2Callbacks::install(callbacks);
@@ -216,7 +216,7 @@ bool Http2Engine::write_output() {
         Http2Output::Status status = output_.write(transport_);
         if (output_.pending() < before) {
             last_activity_ms_ = context_.clock.now_ms;
-            stall_sent_ += before - output_.pending();
+            send_rate_.moved(before - output_.pending());
         }
         switch (status) {
         case Http2Output::Status::Done:
@@ -399,6 +399,7 @@ void Http2Engine::submit_response(Http2Stream& stream) {
         response.body_bytes() > 0 && !response_has_no_body(*exchange.request, response.status);
     nghttp2_submit_response(session_, stream.id, nva.data(), nva.size(),
                             body ? &provider : nullptr);
+    hold(stream);
 }
 
 void Http2Engine::submit_stream_head(Http2Stream& stream) {
@@ -442,13 +443,48 @@ void Http2Engine::submit_stream_head(Http2Stream& stream) {
         stream.accounted = true;
         context_.handler.account(exchange, status, 0);
         nghttp2_submit_response(session_, stream.id, nva.data(), nva.size(), nullptr);
-        return;
+        return hold(stream);
     }
     stream.relaying = true;
     nghttp2_data_provider provider{};
     provider.source.ptr = &stream;
     provider.read_callback = Http2Callbacks::read_body;
     nghttp2_submit_response(session_, stream.id, nva.data(), nva.size(), &provider);
+    hold(stream);
+}
+
+void Http2Engine::hold(Http2Stream& stream) {
+    stream.held = stream.held_now();
+    held_bytes_ += stream.held;
+    if (gauges_)
+        gauges_->held_bytes.store(gauges_->held_bytes.load(std::memory_order_relaxed) + stream.held,
+                                  std::memory_order_relaxed);
+}
+
+bool Http2Engine::refuses_new_stream() const {
+    // The sums are cheap; blocked_bytes() walks the streams only past them.
+    uint64_t reactor = gauges_ ? gauges_->held_bytes.load(std::memory_order_relaxed) : 0;
+    if (held_bytes_ <= kBlockedShare ||
+        (held_bytes_ <= kMaxBlockedBytes && reactor <= kMaxHeldPerReactor))
+        return false;
+    uint64_t blocked = blocked_bytes();
+    return blocked > kMaxBlockedBytes || (blocked > kBlockedShare && reactor > kMaxHeldPerReactor);
+}
+
+uint64_t Http2Engine::blocked_bytes() const {
+    // Nothing leaves while the client does not read, or while the
+    // connection's window is closed (RFC 9113 §6.9.1).
+    bool all = write_blocked_ || nghttp2_session_get_remote_window_size(session_) <= 0;
+    uint64_t blocked = 0;
+    for (const auto& [id, stream] : streams_) {
+        if (!stream->submitted ||
+            (!all && nghttp2_session_get_stream_remote_window_size(session_, id) > 0))
+            continue;
+        blocked += stream->held;
+        if (stream->relaying && stream->exchange.stream)
+            blocked += stream->exchange.stream->body().size();
+    }
+    return blocked;
 }
 
 void Http2Engine::fail_exchange(Http2Stream& stream, int status, std::string_view extra_headers) {
@@ -502,7 +538,12 @@ void Http2Engine::finish_stream(Http2Stream& stream) {
         }
         context_.handler.finish(exchange);
     }
-    if (gauges_) gauges_->streams.fetch_sub(1, std::memory_order_relaxed);
+    held_bytes_ -= stream.held;
+    if (gauges_) {
+        gauges_->streams.fetch_sub(1, std::memory_order_relaxed);
+        gauges_->held_bytes.store(gauges_->held_bytes.load(std::memory_order_relaxed) - stream.held,
+                                  std::memory_order_relaxed);
+    }
 }
 
 bool Http2Engine::on_shutdown() {

@@ -210,6 +210,11 @@ void add_log_and_limit_options(CLI::App& app, ServerOptions& options, OptionText
                    "holds no backend connection); off: stream it")
         ->capture_default_str()
         ->check(CLI::IsMember({"on", "off"}));
+    app.add_option("--min-body-rate", options.min_body_rate,
+                   "Bytes/s a body streamed to a backend (request buffering off) must keep up "
+                   "over each --body-timeout, or it is cut off (0: off)")
+        ->capture_default_str()
+        ->check(CLI::Range(uint64_t{0}, uint64_t{1} << 30)); // no overflow times a timeout
     app.add_option("--client-body-buffer", texts.client_body_buffer,
                    "Body bytes kept in memory; a larger body goes to a file in --temp-dir")
         ->capture_default_str()

@@ -50,6 +50,9 @@ struct ServerOptions {
     // on|off, in memory up to --client-body-buffer, then in a file in --temp-dir.
     bool request_buffering = true;
     uint64_t client_body_buffer = uint64_t{64} * 1024;
+    // Bytes a second a body must keep up over each --body-timeout interval
+    // while it streams to a backend (request_buffering = false); 0: off.
+    uint64_t min_body_rate = 240;
     std::string temp_dir; // set from $TMPDIR, else /tmp, when not given
 
     std::vector<std::string> index = {"index.html"};

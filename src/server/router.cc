@@ -429,6 +429,7 @@ void Router::route_request(Exchange& exchange, RouteState& route, const Request&
             } else {
                 exchange.stream =
                     std::make_unique<fastcgi::FastCgiExchange>(pool, exchange, target);
+                exchange.body_holds_backend = true; // --min-body-rate applies
             }
             // X-Accel-Redirect / X-Sendfile (the files answer instead: redirect()), compression.
             return wrap_response_stream(exchange, site, StreamOrigin::Script);

@@ -40,6 +40,7 @@ bool Router::route_to_proxy(Exchange& exchange, RouteState& state) {
     } else {
         exchange.stream =
             std::make_unique<proxy::ProxyExchange>(group, exchange, proxy::ProxyTarget{route.host});
+        exchange.body_holds_backend = true; // --min-body-rate applies
     }
     // The same response filters as a script's: X-Accel-Redirect, compression.
     wrap_response_stream(exchange, site, StreamOrigin::Proxy);
