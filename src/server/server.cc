@@ -240,6 +240,15 @@ bool Server::start(std::string& error) {
         gid_t gid;
         if (!service_identity(s.options, uid, gid, error)) return false;
         set_log_file_owner(uid, gid);
+        // Issue 33: a file a rotation leaves that the user may not open
+        // (`create 0644 root root`) is opened by a helper that keeps root
+        // for that alone; forked now, before any thread.
+        std::vector<std::string> paths;
+        for (const std::string* path : {&s.options.error_log, &s.options.access_log})
+            paths.push_back(*path);
+        for (const SiteConfig& site : s.options.sites)
+            if (site.access_log) paths.push_back(*site.access_log);
+        if (!start_log_file_opener(std::move(paths), error)) return false;
     }
     if (!s.logs.start(s.options, error)) return false;
     s.logs_started = true;
