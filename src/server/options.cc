@@ -330,7 +330,7 @@ CommandLineResult parse_arguments(const std::vector<std::string>& arguments, Ser
                  "Check the configuration (--config, default /etc/lepus/lepus.toml) as start-up "
                  "would, as root also what the service user can read, and exit");
     app.footer("Example:\n  lepus --listen 80 --fastcgi unix:/run/php/php-fpm.sock "
-               "--index index.php,index.html /var/www/site\n\nSee lepus(1).");
+               "--index index.php,index.html /var/www/site\n\nSee lepus(8).");
     // A repeated flag takes its last value, as in most servers' command lines.
     app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
     OptionTexts texts;
