@@ -6,11 +6,11 @@
 #include <atomic>
 #include <cerrno>
 #include <climits>
+#include <csignal>
 #include <cstring>
 #include <fcntl.h>
 #include <grp.h>
 #include <mutex>
-#include <signal.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -114,7 +114,7 @@ UniqueFd open_log_file(const std::string& path, int& error) {
     return fd;
 }
 
-bool start_log_file_opener(std::vector<std::string> paths, std::string& error) {
+bool start_log_file_opener(const std::vector<std::string>& paths, std::string& error) {
     int ends[2];
     if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, ends) != 0) {
         error = std::string("cannot start the log opener: socketpair: ") + strerror(errno);

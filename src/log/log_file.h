@@ -32,7 +32,7 @@ UniqueFd open_log_file(const std::string& path, int& error);
 // reopen_log_file(). Call as root, before the drop and before any thread that
 // holds a lock the helper could need (it only opens, chowns and sends). False
 // and one sentence in `error` when it cannot start.
-bool start_log_file_opener(std::vector<std::string> paths, std::string& error);
+bool start_log_file_opener(const std::vector<std::string>& paths, std::string& error);
 
 // open_log_file() through the helper when it runs and knows `path`, else
 // directly. Thread-safe.

@@ -74,10 +74,12 @@ std::vector<std::string> certificate_warnings(const std::string& cert_path,
                            ": clients will refuse it");
     else if (X509_cmp_time(X509_get0_notBefore(leaf), &now) > 0)
         warnings.push_back(what + " is not valid before " + date(X509_get0_notBefore(leaf)));
-    for (const std::string& name : names)
-        if (!covers(leaf, name))
-            warnings.push_back(what + " does not cover the server name '" + name +
-                               "': clients asking for it will refuse the certificate");
+    for (const std::string& name : names) {
+        if (covers(leaf, name)) continue;
+        std::string& warning = warnings.emplace_back(what);
+        warning.append(" does not cover the server name '").append(name);
+        warning.append("': clients asking for it will refuse the certificate");
+    }
     return warnings;
 }
 

@@ -248,7 +248,7 @@ bool Server::start(std::string& error) {
             paths.push_back(*path);
         for (const SiteConfig& site : s.options.sites)
             if (site.access_log) paths.push_back(*site.access_log);
-        if (!start_log_file_opener(std::move(paths), error)) return false;
+        if (!start_log_file_opener(paths, error)) return false;
     }
     if (!s.logs.start(s.options, error)) return false;
     s.logs_started = true;
