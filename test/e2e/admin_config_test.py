@@ -6,8 +6,10 @@ config that is accepted but silently wrong is refused (exit 2 at start, 1 with
 import os
 import pwd
 import re
+import signal
 import subprocess
 import textwrap
+import time
 import unittest
 
 import harness
@@ -263,6 +265,22 @@ class Certificates(Base):
             self.assertNotIn("does not match", result.stderr)
             self.assertRegex(result.stderr, r"lepus: %s:6:7: TLS key '%s': the certificate of "
                              r"this key is number 2" % (re.escape(path), re.escape(self.key)))
+
+    def test_reload_logs_the_warnings(self):
+        tls = 'tls = { cert = "%s", key = "%s" }\n'
+        path = self.write(self.site(tls % (self.certs["full"], self.key)))
+        server = harness.Lepus(["--config", path], root=self.www)
+        try:
+            self.write(self.site(tls % (self.certs["expired"], self.key), '["a.test"]'))
+            server.proc.send_signal(signal.SIGHUP)
+            deadline = time.monotonic() + 20
+            while "SIGHUP: configuration reloaded" not in server.error_log_text():
+                self.assertLess(time.monotonic(), deadline, server.error_log_text())
+                time.sleep(0.05)
+            self.assertIn("SIGHUP: %s:5:7: TLS certificate '%s' (/CN=a.test) expired on 2020-01-02"
+                          % (path, self.certs["expired"]), server.error_log_text())
+        finally:
+            server.stop(self)
 
     def test_tls_errors_name_the_file_and_line(self):
         missing = os.path.join(self.dir, "missing.pem")
