@@ -1,6 +1,7 @@
 #include "fastcgi/fastcgi_exchange.h"
 
 #include "fastcgi/cgi_params.h"
+#include "http/exchange_log.h"
 #include "log/error_log.h"
 
 #include <algorithm>
@@ -27,7 +28,14 @@ FastCgiExchange::FastCgiExchange(UpstreamPool& pool, Exchange& exchange, const S
         drop_body_ = true;
     }
     length_known_ = !request().chunked;
+    log_context = {&FastCgiExchange::append_log_context, this};
     pool_.acquire(*this);
+}
+
+void FastCgiExchange::append_log_context(const void* self, std::string& out) {
+    const auto& exchange = *static_cast<const FastCgiExchange*>(self);
+    append_exchange_context(exchange.exchange_, exchange.server_name_,
+                            exchange.pool_.options().address.text, out);
 }
 
 FastCgiExchange::~FastCgiExchange() {
@@ -81,6 +89,7 @@ StreamState FastCgiExchange::poll() {
         static thread_local time_t last_warning = 0;
         if (exchange_.now_s != last_warning) {
             last_warning = exchange_.now_s;
+            ScopedLogContext context(log_context);
             log_warn("FastCGI: every connection to %s of this reactor is busy and its queue is "
                      "full or the wait timed out: 503",
                      pool_.options().address.text.c_str());

@@ -72,6 +72,8 @@ public:
 
 private:
     void send_request(UpstreamConnection& upstream);
+    // The error log's context of this request (http/exchange_log.h), for log_context.
+    static void append_log_context(const void* self, std::string& out);
     StreamState failed(int status, std::string_view headers = {});
 
     const Request& request() const { return redirected_ ? *redirected_ : *exchange_.request; }

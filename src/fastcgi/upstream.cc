@@ -61,7 +61,8 @@ void UpstreamConnection::connect_socket() {
     if (rc != 0 && errno != EINPROGRESS) {
         int error = errno;
         fd_.reset();
-        return fail(UpstreamFailure::Connect, strerror(error));
+        return fail(UpstreamFailure::Connect,
+                    ("connect: " + describe_connect_error(address, error)).c_str());
     }
     if (!reactor_.add(fd_.get(), this, EPOLLIN | EPOLLOUT | EPOLLRDHUP, false)) {
         fd_.reset();
@@ -142,7 +143,8 @@ void UpstreamConnection::on_events(uint32_t events) {
         getsockopt(fd_.get(), SOL_SOCKET, SO_ERROR, &error, &length);
         if (error != 0) {
             close_socket();
-            fail(UpstreamFailure::Connect, strerror(error));
+            fail(UpstreamFailure::Connect,
+                 ("connect: " + describe_connect_error(pool_.options().address, error)).c_str());
             return notify();
         }
         state_ = State::Active;
@@ -264,6 +266,7 @@ void UpstreamConnection::handle_record(const Record& record) {
 // logged as two lines; php-fpm sends whole lines in practice.
 void UpstreamConnection::log_stderr(std::string_view text) {
     if (!log_enabled(LogLevel::Warn)) return;
+    ScopedLogContext context(client_ ? client_->log_context : LogContext{});
     std::string script = escaped_script(), escaped;
     while (!text.empty()) {
         size_t newline = text.find('\n');
@@ -339,6 +342,8 @@ void UpstreamConnection::retry() {
 void UpstreamConnection::fail(UpstreamFailure failure, const char* reason) {
     if (failure_ != UpstreamFailure::None) return;
     failure_ = failure;
+    // The request's client, site and line, as nginx's "while connecting to upstream".
+    ScopedLogContext context(client_ ? client_->log_context : LogContext{});
     log_error("FastCGI %s: %s%s%s%s", pool_.options().address.text.c_str(), reason,
               script_.empty() ? "" : " (script \"", escaped_script().c_str(),
               script_.empty() ? "" : "\")");

@@ -24,6 +24,7 @@
 #include "fastcgi/backend_address.h"
 #include "fastcgi/cgi_response.h"
 #include "fastcgi/protocol.h"
+#include "log/error_log.h"
 #include "net/reactor.h"
 #include "net/timer_wheel.h"
 
@@ -86,6 +87,9 @@ public:
     bool upstream_refused() const { return refused_; }
     // Waiting in the pool's queue.
     bool upstream_queued() const { return queued_; }
+
+    // The request's context for this connection's error lines (log/error_log.h).
+    LogContext log_context;
 
 protected:
     ~UpstreamClient() = default;

@@ -2,6 +2,7 @@
 
 #include "base/clock.h"
 #include "base/unique_fd.h"
+#include "net/certificate_check.h"
 
 #include <cerrno>
 #include <cstring>
@@ -48,7 +49,7 @@ std::string unreadable(const std::string& what, const std::string& path) {
     return {};
 }
 
-bool load_certificate(SSL_CTX* context, const TlsCertificate& pair, std::string& error) {
+bool load_pair(SSL_CTX* context, const TlsCertificate& pair, std::string& error) {
     if (error = unreadable("TLS certificate", pair.cert_path); !error.empty()) return false;
     if (error = unreadable("TLS key", pair.key_path); !error.empty()) return false;
     if (SSL_CTX_use_certificate_chain_file(context, pair.cert_path.c_str()) != 1) {
@@ -68,14 +69,27 @@ bool load_certificate(SSL_CTX* context, const TlsCertificate& pair, std::string&
     // check_private_key catches a key whose type has no certificate at all.
     bool matches =
         SSL_CTX_use_PrivateKey(context, key) == 1 && SSL_CTX_check_private_key(context) == 1;
+    ERR_clear_error();
+    // A chain whose own certificate is not first loads the wrong leaf (issue 33).
+    std::string misordered = matches ? std::string() : misordered_chain(pair.cert_path, key);
     EVP_PKEY_free(key);
+    if (!misordered.empty()) {
+        error = "TLS key '" + pair.key_path + "': " + misordered;
+        return false;
+    }
     if (!matches) {
-        ERR_clear_error();
         error =
             "TLS key '" + pair.key_path + "' does not match certificate '" + pair.cert_path + "'";
         return false;
     }
     return true;
+}
+
+// load_pair(), its error prefixed with where the pair was configured ("lepus.toml:7:1: ").
+bool load_certificate(SSL_CTX* context, const TlsCertificate& pair, std::string& error) {
+    if (load_pair(context, pair, error)) return true;
+    if (!pair.origin.empty()) error = pair.origin + ": " + error;
+    return false;
 }
 
 int select_alpn(SSL*, const unsigned char** out, unsigned char* out_length,

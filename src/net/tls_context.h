@@ -31,6 +31,7 @@ namespace lepus {
 struct TlsCertificate {
     std::string cert_path;
     std::string key_path;
+    std::string origin = {}; // where it was configured ("lepus.toml:7:1"), for messages
 };
 
 // The certificates of one site, for the names it serves.

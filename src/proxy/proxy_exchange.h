@@ -42,7 +42,8 @@ struct BackendGroup {
 
 // What the router resolved for the request.
 struct ProxyTarget {
-    std::string_view host; // `host = "..."` of the site; empty: the client's Host
+    std::string_view host;        // `host = "..."` of the site; empty: the client's Host
+    std::string_view server = {}; // the site's name, for the error log's context
 };
 
 class ProxyExchange final : public ResponseStream, public BackendClient {
@@ -75,6 +76,7 @@ private:
     BackendPool* pool_;
     Exchange& exchange_;
     std::string host_;
+    std::string server_; // ProxyTarget::server
     // The request bytes a failed connection never sent, for the next backend.
     std::string resend_;
     std::vector<Header> headers_; // the backend's, without its hop-by-hop fields

@@ -352,6 +352,7 @@ void BackendConnection::fail(BackendFailure failure, const char* reason) {
     if (failure_ != BackendFailure::None) return;
     failure_ = failure;
     if (failure == BackendFailure::Connect) pool_.down_until_ms = reactor_.now_ms() + kDownMs;
+    ScopedLogContext context(client_ ? client_->log_context : LogContext{});
     log_error("proxy %s: %s", address().text.c_str(), reason);
     close_socket();
     if (state_ == State::Draining) {

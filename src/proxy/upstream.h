@@ -68,6 +68,9 @@ public:
     // Refused because the backend's tunnels (or upgrades waiting for a 101) are at the limit.
     bool backend_tunnels_full() const { return tunnels_full_; }
 
+    // The request's context for this connection's error lines (log/error_log.h).
+    LogContext log_context;
+
 protected:
     ~BackendClient() = default;
 

@@ -34,6 +34,19 @@ class Reader : public ConfigReader {
 public:
     using ConfigReader::ConfigReader;
 
+    // nginx writes `index index.php index.html;`: here that is one file name
+    // with a space, which no request would ever find. False after an error.
+    bool refuse_spaced_index(const toml::node& node, const std::vector<std::string>& files) {
+        for (const std::string& file : files)
+            if (file.find_first_of(" \t") != std::string::npos) {
+                error(node, "'index' is a list of file names: write [\"" +
+                                file.substr(0, file.find_first_of(" \t")) +
+                                "\", ...], not one string with spaces");
+                return false;
+            }
+        return true;
+    }
+
     void top_level(const toml::table& table, ConfigFile& out) {
         for (auto&& [key, node] : table) {
             std::string name(key.str());
@@ -45,6 +58,9 @@ public:
                 error(node, "'config' cannot name another file");
                 continue;
             }
+            if (name == "index")
+                if (auto files = strings(node, name); files && !refuse_spaced_index(node, *files))
+                    continue;
             std::string option = "--" + name;
             std::replace(option.begin() + 2, option.end(), '_', '-');
             out.origins[option] = config_position(path_, node.source());
@@ -130,15 +146,7 @@ public:
                 if (auto root = string(node, name)) site.root = *root;
             } else if (name == "index") {
                 site.index = strings(node, name);
-                // nginx writes `index index.php index.html;`: here that is one
-                // file name with a space, which no request would ever find.
-                for (const std::string& file : site.index.value_or(std::vector<std::string>{}))
-                    if (file.find_first_of(" \t") != std::string::npos) {
-                        error(node, "'index' is a list of file names: write [\"" +
-                                        file.substr(0, file.find_first_of(" \t")) +
-                                        "\", ...], not one string with spaces");
-                        break;
-                    }
+                if (site.index) refuse_spaced_index(node, *site.index);
             } else if (name == "autoindex") {
                 site.autoindex = boolean(node, name);
             } else if (name == "dotfiles") {

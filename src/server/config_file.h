@@ -56,6 +56,7 @@ struct SiteProxy {
 struct SiteTls {
     std::string cert; // PEM, the chain after the leaf
     std::string key;
+    std::string origin = {}; // "lepus.toml:9:7", for messages
 };
 
 class Htpasswd;

@@ -209,6 +209,7 @@ public:
     void tls(const toml::node& node, SiteConfig& site) {
         auto pair = [&](const toml::table& table, const toml::node& where) {
             SiteTls tls;
+            tls.origin = config_position(path(), where.source());
             for (auto&& [key, value] : table) {
                 std::string_view name = key.str();
                 if (name != "cert" && name != "key") {

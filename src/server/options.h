@@ -12,6 +12,7 @@
 #include "server/x_accel.h"
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -91,7 +92,9 @@ struct ServerOptions {
     ProxyOptions proxy;
 
     // Operating it: --config, virtual hosts, the status page, privileges.
-    std::string config_path;       // empty: no config file
+    std::string config_path; // empty: no config file
+    // Where the config file set an option: "--tls-cert" -> "lepus.toml:3:1".
+    std::map<std::string, std::string> config_origins;
     std::vector<SiteConfig> sites; // the [[site]] blocks of the config file
     std::string status_path;       // e.g. "/_lepus/status"; empty: off
     std::vector<std::string> status_allow = {"127.0.0.0/8", "::1/128"};

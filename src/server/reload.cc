@@ -161,6 +161,16 @@ void reload(int argc, char** argv, const ServerOptions& current,
         ready_again.status = "reload failed: " + (first.empty() ? "invalid configuration" : first);
         return;
     }
+    // The warnings of an accepted config (a certificate that expired, issue 33)
+    // go to the error log, as at start they go to stderr.
+    for (size_t at = 0; at < complaints.size();) {
+        size_t end = complaints.find('\n', at);
+        if (end == std::string::npos) end = complaints.size();
+        std::string_view line = std::string_view(complaints).substr(at, end - at);
+        at = end + 1;
+        if (line.starts_with("lepus: warning: ")) line.remove_prefix(16);
+        if (!line.empty()) log_warn("SIGHUP: %.*s", int(line.size()), line.data());
+    }
     std::string error;
     auto refuse = [&] {
         log_error("SIGHUP: %s; keeping the running configuration", error.c_str());

@@ -2,6 +2,7 @@
 
 #include "base/ascii.h"
 #include "fastcgi/fastcgi_exchange.h"
+#include "http/exchange_log.h"
 #include "http/path.h"
 #include "log/access_log.h"
 #include "log/error_log.h"
@@ -62,6 +63,19 @@ ReplyContext reply_context(const Exchange& exchange) {
                         request.version_minor};
 }
 
+// The error log's context while the router and the handlers it calls work on
+// `exchange` (a refused symlink, a file that cannot be read): the site is read
+// when a line is written, so lines before the site is chosen have none.
+LogContext route_log_context(const Exchange& exchange) {
+    return {[](const void* data, std::string& out) {
+                const auto& exchange = *static_cast<const Exchange*>(data);
+                const SiteHandlers* site = exchange.route ? exchange.route->site : nullptr;
+                append_exchange_context(exchange, site ? site->name() : std::string_view(), {},
+                                        out);
+            },
+            &exchange};
+}
+
 } // namespace
 
 Router::Router(Worker& worker, const ServerOptions& options)
@@ -105,6 +119,7 @@ SiteHandlers& Router::site_of(Exchange& exchange, RouteState& route) {
 }
 
 void Router::start(Exchange& exchange) {
+    ScopedLogContext context(route_log_context(exchange));
     ReactorLoad& load = worker_.reactor().load();
     load.requests_total.store(load.requests_total.load(std::memory_order_relaxed) + 1,
                               std::memory_order_relaxed);
@@ -154,6 +169,7 @@ void Router::answered(Exchange& exchange, RouteState& route) {
 }
 
 void Router::resume(Exchange& exchange, bool granted, std::string_view user, const AuthRule& rule) {
+    ScopedLogContext context(route_log_context(exchange));
     RouteState& route = route_of(exchange);
     if (!granted) {
         site_of(exchange, route);
@@ -521,6 +537,7 @@ void Router::add_rule_headers(Exchange& exchange, SiteHandlers& site) {
 }
 
 void Router::fail(Exchange& exchange, int status, std::string_view extra_headers) {
+    ScopedLogContext context(route_log_context(exchange));
     RouteState& route = route_of(exchange);
     site_of(exchange, route);
     build_error_response(status, reply_context(exchange), exchange.response, extra_headers);
@@ -529,6 +546,7 @@ void Router::fail(Exchange& exchange, int status, std::string_view extra_headers
 }
 
 void Router::redirect(Exchange& exchange) {
+    ScopedLogContext context(route_log_context(exchange));
     RouteState& route = route_of(exchange);
     site_of(exchange, route);
     serve_x_accel(exchange, route);

@@ -32,14 +32,14 @@ bool Router::route_to_proxy(Exchange& exchange, RouteState& state) {
         // The backend connection is taken once the body is here (nginx's
         // proxy_request_buffering on): slow clients cannot empty the pool.
         exchange.stream = std::make_unique<BufferedBodyStream>(
-            [&group, &exchange, &route] {
-                return std::make_unique<proxy::ProxyExchange>(group, exchange,
-                                                              proxy::ProxyTarget{route.host});
+            [&group, &exchange, &route, &site] {
+                return std::make_unique<proxy::ProxyExchange>(
+                    group, exchange, proxy::ProxyTarget{route.host, site.name()});
             },
             *site.body_buffer);
     } else {
-        exchange.stream =
-            std::make_unique<proxy::ProxyExchange>(group, exchange, proxy::ProxyTarget{route.host});
+        exchange.stream = std::make_unique<proxy::ProxyExchange>(
+            group, exchange, proxy::ProxyTarget{route.host, site.name()});
         exchange.body_holds_backend = true; // --min-body-rate applies
     }
     // The same response filters as a script's: X-Accel-Redirect, compression.

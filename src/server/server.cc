@@ -139,6 +139,30 @@ bool choose_in_reactor_accept(const ServerOptions& options, unsigned reactors,
     return true;
 }
 
+// At info, what an admin checks first after a start (nginx -T's gist): the config
+// file, each listener and each site with where it sends requests.
+void log_start_up_summary(const ServerOptions& options, const std::vector<std::string>& urls) {
+    if (!log_enabled(LogLevel::Info)) return;
+    log_info("config: %s", options.config_path.empty() ? "none (command-line options only)"
+                                                       : options.config_path.c_str());
+    for (const std::string& url : urls)
+        log_info("listening on %s", url.c_str());
+    if (options.sites.empty()) log_info("site: every host, root %s", options.root.c_str());
+    for (const SiteConfig& site : options.sites) {
+        std::string names;
+        for (const std::string& name : site.server_names)
+            names.append(names.empty() ? "" : " ").append(name);
+        std::string backends;
+        if (site.fastcgi) backends.append(", FastCGI ").append(site.fastcgi->address);
+        if (site.proxy)
+            for (const std::string& address : site.proxy->addresses)
+                backends.append(", proxy ").append(address);
+        if (!site.tls.empty()) backends.append(", TLS");
+        log_info("site %s%s (%s): root %s%s", names.c_str(), site.is_default ? " (default)" : "",
+                 site.origin.c_str(), site.root.c_str(), backends.c_str());
+    }
+}
+
 } // namespace
 
 struct Server::State {
@@ -216,6 +240,15 @@ bool Server::start(std::string& error) {
         gid_t gid;
         if (!service_identity(s.options, uid, gid, error)) return false;
         set_log_file_owner(uid, gid);
+        // Issue 33: a file a rotation leaves that the user may not open
+        // (`create 0644 root root`) is opened by a helper that keeps root
+        // for that alone; forked now, before any thread.
+        std::vector<std::string> paths;
+        for (const std::string* path : {&s.options.error_log, &s.options.access_log})
+            paths.push_back(*path);
+        for (const SiteConfig& site : s.options.sites)
+            if (site.access_log) paths.push_back(*site.access_log);
+        if (!start_log_file_opener(paths, error)) return false;
     }
     if (!s.logs.start(s.options, error)) return false;
     s.logs_started = true;
@@ -335,6 +368,7 @@ int Server::run() {
              io_backend_name(s.io), static_cast<long long>(s.max_connections),
              s.accept_reason.c_str());
     notify_service_manager("READY=1");
+    log_start_up_summary(s.options, s.urls);
     if (!s.options.fastcgi.empty())
         log_info("FastCGI: %s for %zu extension(s), %u connections in all (%s), queue %u per "
                  "reactor",

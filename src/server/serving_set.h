@@ -52,6 +52,12 @@ struct SiteHandlers {
         std::string host;
     };
     std::optional<ProxyRoute> proxy;
+
+    // The site's first name, for the error log ("server: ..."); empty for the default root.
+    std::string_view name() const {
+        return config && !config->server_names.empty() ? std::string_view(config->server_names[0])
+                                                       : std::string_view();
+    }
 };
 
 struct ServingSet {
