@@ -73,8 +73,10 @@ Router::Router(Worker& worker, const ServerOptions& options)
 
 // The order of the steps is the order of nginx's phases: who the client is and
 // which site it asks, the server's own page, redirects (https_redirect first, so
-// that no password is asked for over plain HTTP), access (basic auth), then the
-// content handlers, the internal folder and the backend before the files.
+// that no password is asked for over plain HTTP), the limits (nginx's preaccess:
+// limit_conn, limit_req, so that a refused client is counted too), access
+// (allow/deny, then basic auth), then the content handlers, the internal
+// folder and the backend before the files.
 //
 // The list is a switch whose cases fall through, one per step, rather than a
 // table of member pointers: each step's early "not for this request" test is
@@ -128,12 +130,16 @@ void Router::run_steps(Exchange& exchange, RouteState& route, size_t first) {
         LEPUS_STEP(1, true, step_site);
         LEPUS_STEP(2, !options.status_path.empty(), step_status_page);
         LEPUS_STEP(3, route.site->config, step_redirects);
-        LEPUS_STEP(4, route.site->config && !route.site->config->auth.empty(), step_access);
-        LEPUS_STEP(5, route.site->x_accel, step_internal);
-        LEPUS_STEP(6, route.site->proxy, step_proxy);
-        LEPUS_STEP(7, route.site->try_files, step_try_files);
-    case 8:
-        step = 8;
+        LEPUS_STEP(4, options.conn_limit || (route.site->config && route.site->config->conn_limit),
+                   step_conn_limit);
+        LEPUS_STEP(5, route.site->config && !route.site->config->limits.empty(), step_rate_limit);
+        LEPUS_STEP(6, route.site->config && !route.site->config->access.empty(), step_allow_deny);
+        LEPUS_STEP(7, route.site->config && !route.site->config->auth.empty(), step_access);
+        LEPUS_STEP(8, route.site->x_accel, step_internal);
+        LEPUS_STEP(9, route.site->proxy, step_proxy);
+        LEPUS_STEP(10, route.site->try_files, step_try_files);
+    case 11:
+        step = 11;
         outcome = step_handler(exchange, route);
         break;
     default:

@@ -1,0 +1,120 @@
+// The router's per-client steps: conn limit, rate limit, allow/deny (nginx's
+// limit_conn, limit_req and access modules; server/limits.h).
+#include "http/path.h"
+#include "log/error_log.h"
+#include "server/delay_stream.h"
+#include "server/limits.h"
+#include "server/router.h"
+#include "server/serving_set.h"
+#include "server/worker.h"
+
+namespace lepus {
+namespace {
+
+// --conn-limit's keys in the client table (a site's own conn_limit has a zone of its own).
+constexpr uint32_t kGlobalConnZone = 1;
+
+ReplyContext reply_context(const Exchange& exchange) {
+    const Request& request = *exchange.request;
+    return ReplyContext{exchange.now_s, exchange.keep_alive, request.is_head(),
+                        request.version_minor};
+}
+
+std::string_view site_name(const SiteHandlers& site) {
+    if (!site.config || site.config->server_names.empty()) return {};
+    return site.config->server_names.front();
+}
+
+} // namespace
+
+void Router::refuse(Exchange& exchange, RouteState& route, int status,
+                    std::string_view extra_headers) {
+    // The body of a refused request stays unread: the connection cannot go on.
+    if (exchange.request->has_body()) exchange.keep_alive = false;
+    build_error_response(status, reply_context(exchange), exchange.response, extra_headers);
+    apply_error_page(exchange, route, status);
+}
+
+void Router::log_refusal(const Exchange& exchange, const RouteState& route, const char* what) {
+    const Request& request = *exchange.request;
+    std::string client;
+    exchange.client.format_host(client);
+    std::string_view server = site_name(*route.site);
+    // nginx's context: client, server, request (fail2ban filters read it).
+    log_error(R"(%s, client: %s, server: %.*s, request: "%.*s %.*s %.*s")", what, client.c_str(),
+              int(server.size()), server.data(), int(request.method_text.size()),
+              request.method_text.data(), int(request.target.size()), request.target.data(),
+              int(exchange.protocol.size()), exchange.protocol.data());
+}
+
+// nginx's limit_conn: requests in progress per client address (a keepalive
+// connection between requests is not one; each HTTP/2 stream is), 503 above.
+Router::StepOutcome Router::step_conn_limit(Exchange& exchange, RouteState& route) {
+    if (route.conn_slot.held()) return StepOutcome::Continue;
+    const SiteConfig* config = route.site->config;
+    bool own = config && config->conn_limit;
+    unsigned limit = own ? config->conn_limit : worker_.options().conn_limit;
+    ClientTable& table = *worker_.shared().clients;
+    ClientTable::Key key =
+        ClientTable::key_of(exchange.client, own ? config->conn_zone : kGlobalConnZone);
+    if (table.acquire(key, limit)) {
+        route.conn_slot.hold(table, key);
+        return StepOutcome::Continue;
+    }
+    table.count_refusal(site_name(*route.site), ClientTable::Refusal::Connections);
+    refuse(exchange, route, 503, "Retry-After: 1\r\n");
+    return StepOutcome::Answered;
+}
+
+// nginx's limit_req: a leaky bucket per client and rule (ClientTable).
+Router::StepOutcome Router::step_rate_limit(Exchange& exchange, RouteState& route) {
+    const Request& request = *exchange.request;
+    if (route.rate_checked || request.path == "*" || decode_path(request.path, path_) != 0)
+        return StepOutcome::Continue; // undecodable: the files answer 400
+    const LimitRule* rule = find_limit_rule(*route.site->config, path_);
+    if (!rule) return StepOutcome::Continue;
+    route.rate_checked = true;
+    ClientTable& table = *worker_.shared().clients;
+    ClientTable::RateVerdict verdict =
+        table.take_request(ClientTable::key_of(exchange.client, rule->zone), rule->rate,
+                           rule->burst, rule->nodelay, worker_.reactor().now_ms());
+    if (verdict.pass && verdict.delay_ms == 0) return StepOutcome::Continue;
+    if (verdict.pass) {
+        // Within the burst: served once the bucket has leaked, by a timer
+        // on this reactor's wheel (DelayStream), never by waiting here.
+        Reactor& reactor = worker_.reactor();
+        exchange.stream = std::make_unique<DelayStream>(*this, exchange, reactor.timers(),
+                                                        reactor.now_ms() + verdict.delay_ms);
+        return StepOutcome::Pending;
+    }
+    table.count_refusal(site_name(*route.site), ClientTable::Refusal::Requests);
+    // One line per client and rule per ClientTable::kLogIntervalMs, not one
+    // per refused request: a flood must not fill the disk.
+    if (verdict.log) {
+        std::string what = "limiting requests by the limits rule at " + rule->origin;
+        log_refusal(exchange, route, what.c_str());
+    }
+    std::string retry_after =
+        "Retry-After: " + std::to_string(retry_after_seconds(verdict.retry_after_ms)) + "\r\n";
+    refuse(exchange, route, rule->status, retry_after);
+    return StepOutcome::Answered;
+}
+
+// nginx's allow / deny, on the client address after the real-IP rules.
+Router::StepOutcome Router::step_allow_deny(Exchange& exchange, RouteState& route) {
+    const Request& request = *exchange.request;
+    if (request.path == "*" || decode_path(request.path, path_) != 0)
+        return StepOutcome::Continue; // undecodable: the files answer 400
+    const AccessRule* rule = find_access_rule(*route.site->config, path_);
+    if (!rule || access_allows(*rule, exchange.client)) return StepOutcome::Continue;
+    log_refusal(exchange, route, "access forbidden by rule");
+    refuse(exchange, route, 403, {});
+    return StepOutcome::Answered;
+}
+
+void Router::resume_delayed(Exchange& exchange) {
+    RouteState& route = route_of(exchange);
+    run_steps(exchange, route, route.next_step);
+}
+
+} // namespace lepus
