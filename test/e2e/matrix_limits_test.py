@@ -97,6 +97,21 @@ class MatrixLimits(unittest.TestCase):
         self.assertEqual(response.status, 503)
         self.assertTrue(response.header("retry-after", "").isdigit())
 
+    def limited_requests(self):
+        status = json.loads(self.server.fetch("/_status").body)
+        return status["limits"]["sites"].get("limited.test", {}).get("limited_requests", 0)
+
+    def test_the_status_page_counts_refusals_per_site(self):
+        before = self.limited_requests()
+        for _ in range(3):
+            self.fetch("/busy/page.txt", "198.51.100.21")
+        self.assertGreaterEqual(self.limited_requests() - before, 2)
+        status = json.loads(self.server.fetch("/_status").body)
+        self.assertGreater(status["limits"]["capacity"], 200000)  # 16m of 68-byte entries
+        self.assertLessEqual(status["limits"]["entries"], status["limits"]["capacity"])
+        prometheus = self.server.fetch("/_status?format=prometheus").body.decode()
+        self.assertRegex(prometheus, r'lepus_limited_requests_total\{site="limited.test"\} \d+')
+
     def test_a_burst_without_nodelay_is_delayed_then_served(self):
         # 2r/s with a burst of 3: the first request at once, the next three
         # each 500 ms after the one before (the bucket leaks), the fifth is
