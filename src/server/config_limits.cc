@@ -103,11 +103,13 @@ public:
     void limit_rule(const toml::table& table, SiteConfig& site) {
         LimitRule rule;
         rule.origin = config_position(path_, table.source());
+        bool rate_given = false;
         for (auto&& [key, value] : table) {
             std::string_view name = key.str();
             if (name == "paths") {
                 paths(value, rule.paths, "limits");
             } else if (name == "rate") {
+                rate_given = true;
                 auto text = string(value, name);
                 auto rate = text ? parse_rate(*text) : std::nullopt;
                 if (rate)
@@ -133,7 +135,8 @@ public:
                 error(value, "unknown key '" + std::string(name) + "' in limits");
             }
         }
-        if (rule.rate == 0) return error(table, "a limits rule needs a 'rate' such as \"10r/s\"");
+        if (!rate_given) return error(table, "a limits rule needs a 'rate' such as \"10r/s\"");
+        if (rule.rate == 0) return; // its error is recorded
         rule.zone = next_zone();
         site.limits.push_back(std::move(rule));
     }
