@@ -159,10 +159,12 @@ void Router::answered(Exchange& exchange, RouteState& route) {
     if (route.site) add_rule_headers(exchange, *route.site);
 }
 
-void Router::resume(Exchange& exchange, bool granted, std::string_view user, const AuthRule& rule) {
+void Router::resume(Exchange& exchange, bool granted, std::string_view user, const AuthRule& rule,
+                    bool unknown_user) {
     RouteState& route = route_of(exchange);
     if (!granted) {
         site_of(exchange, route);
+        log_auth_failure(exchange, route, rule, user, unknown_user);
         answer_unauthorized(exchange, route, rule);
         return answered(exchange, route);
     }
@@ -303,7 +305,8 @@ bool Router::authorize(Exchange& exchange, RouteState& route, std::string_view d
     case BasicAuth::Outcome::Granted:
         exchange.remote_user.assign(credentials->user);
         return true;
-    case BasicAuth::Outcome::Denied:
+    case BasicAuth::Outcome::Denied: // an empty file: no user is in it
+        log_auth_failure(exchange, route, *rule, credentials->user, true);
         answer_unauthorized(exchange, route, *rule);
         return false;
     case BasicAuth::Outcome::Busy:

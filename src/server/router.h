@@ -53,8 +53,10 @@ public:
     void finish(Exchange& exchange) override;
 
     // A Pending step's wait is over (an AuthStream's verdict for `rule`):
-    // routing goes on where it stopped (as `user`), or answers 401.
-    void resume(Exchange& exchange, bool granted, std::string_view user, const AuthRule& rule);
+    // routing goes on where it stopped (as `user`), or answers 401 (and logs
+    // why: `unknown_user`, or a password mismatch).
+    void resume(Exchange& exchange, bool granted, std::string_view user, const AuthRule& rule,
+                bool unknown_user = false);
     // A request delayed by its rate limit (DelayStream) goes on.
     void resume_delayed(Exchange& exchange);
 
@@ -101,8 +103,13 @@ private:
     void answer_unauthorized(Exchange& exchange, RouteState& route, const AuthRule& rule);
     // A limit or access rule refuses the request with `status` (router_limits.cc).
     void refuse(Exchange& exchange, RouteState& route, int status, std::string_view extra_headers);
-    // One error-log line "WHAT, client: ..., server: ..., request: "..."".
-    void log_refusal(const Exchange& exchange, const RouteState& route, const char* what);
+    // One error-log line in nginx's form for a request, which fail2ban's
+    // filters read: "*FD WHAT, client: ADDR, server: NAME, request: "...", host: "..."".
+    void log_refusal(const Exchange& exchange, const RouteState& route, std::string_view what);
+    // A failed basic-auth attempt, as nginx's auth_basic logs it:
+    // `user "x": password mismatch` or `user "x" was not found in "FILE"`.
+    void log_auth_failure(const Exchange& exchange, const RouteState& route, const AuthRule& rule,
+                          std::string_view user, bool unknown_user);
     // The user name an Authorization header supplies, verified or not (the access log's).
     std::string_view supplied_user(const Exchange& exchange);
     // The site's HTTP backend, when the request is for it (server/router_proxy.cc).

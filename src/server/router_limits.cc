@@ -2,6 +2,7 @@
 // limit_conn, limit_req and access modules; server/limits.h).
 #include "http/path.h"
 #include "log/error_log.h"
+#include "log/log_escape.h"
 #include "server/delay_stream.h"
 #include "server/limits.h"
 #include "server/router.h"
@@ -35,16 +36,42 @@ void Router::refuse(Exchange& exchange, RouteState& route, int status,
     apply_error_page(exchange, route, status);
 }
 
-void Router::log_refusal(const Exchange& exchange, const RouteState& route, const char* what) {
+void Router::log_refusal(const Exchange& exchange, const RouteState& route, std::string_view what) {
     const Request& request = *exchange.request;
+    std::string line = "*" + std::to_string(exchange.connection->fd) + " ";
     std::string client;
-    exchange.client.format_host(client);
-    std::string_view server = site_name(*route.site);
-    // nginx's context: client, server, request (fail2ban filters read it).
-    log_error(R"(%s, client: %s, server: %.*s, request: "%.*s %.*s %.*s")", what, client.c_str(),
-              int(server.size()), server.data(), int(request.method_text.size()),
-              request.method_text.data(), int(request.target.size()), request.target.data(),
-              int(exchange.protocol.size()), exchange.protocol.data());
+    exchange.client.format_host(client); // (it assigns)
+    line.append(what).append(", client: ").append(client);
+    // nginx's context; fail2ban's filters read it. The client's bytes are
+    // escaped: a quote in a target or a Host cannot forge another field.
+    line.append(", server: ").append(site_name(*route.site)).append(", request: \"");
+    append_log_escaped(request.method_text, line);
+    line.push_back(' ');
+    append_log_escaped(request.target, line);
+    line.push_back(' ');
+    line.append(exchange.protocol).append("\"");
+    if (!request.host.empty()) {
+        line.append(", host: \"");
+        append_log_escaped(request.host, line);
+        line.push_back('"');
+    }
+    log_error("%s", line.c_str());
+}
+
+// The lines fail2ban's stock nginx-http-auth filter matches. The *N of nginx
+// is its connection number; ours is the connection's socket.
+void Router::log_auth_failure(const Exchange& exchange, const RouteState& route,
+                              const AuthRule& rule, std::string_view user, bool unknown_user) {
+    std::string what = "user \"";
+    append_log_escaped(user, what);
+    if (unknown_user) {
+        what.append("\" was not found in \"");
+        append_log_escaped(rule.htpasswd, what);
+        what.push_back('"');
+    } else {
+        what.append("\": password mismatch");
+    }
+    log_refusal(exchange, route, what);
 }
 
 // nginx's limit_conn: requests in progress per client address (a keepalive
@@ -91,8 +118,7 @@ Router::StepOutcome Router::step_rate_limit(Exchange& exchange, RouteState& rout
     // One line per client and rule per ClientTable::kLogIntervalMs, not one
     // per refused request: a flood must not fill the disk.
     if (verdict.log) {
-        std::string what = "limiting requests by the limits rule at " + rule->origin;
-        log_refusal(exchange, route, what.c_str());
+        log_refusal(exchange, route, "limiting requests by the limits rule at " + rule->origin);
     }
     std::string retry_after =
         "Retry-After: " + std::to_string(retry_after_seconds(verdict.retry_after_ms)) + "\r\n";
