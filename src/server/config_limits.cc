@@ -18,7 +18,7 @@ uint32_t next_zone() {
 // "10r/s" or "30r/m" (nginx's limit_req_zone rate) in requests per 1000 s.
 std::optional<uint64_t> parse_rate(std::string_view text) {
     size_t r = text.find("r/");
-    if (r == 0 || r == std::string_view::npos || r > 9) return std::nullopt;
+    if (r == 0 || r == std::string_view::npos || r > 7) return std::nullopt; // < 10^7 r/s
     uint64_t count = 0;
     for (char c : text.substr(0, r)) {
         if (c < '0' || c > '9') return std::nullopt;

@@ -33,6 +33,7 @@
 #include "server/route_state.h"
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -101,6 +102,8 @@ private:
     // that waits for the verifier).
     bool authorize(Exchange& exchange, RouteState& route, std::string_view decoded_path);
     void answer_unauthorized(Exchange& exchange, RouteState& route, const AuthRule& rule);
+    // The decoded path the limits and access rules match (router_limits.cc).
+    std::optional<std::string_view> rule_path(const Request& request);
     // A limit or access rule refuses the request with `status` (router_limits.cc).
     void refuse(Exchange& exchange, RouteState& route, int status, std::string_view extra_headers);
     // One error-log line in nginx's form for a request, which fail2ban's

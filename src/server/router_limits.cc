@@ -74,6 +74,15 @@ void Router::log_auth_failure(const Exchange& exchange, const RouteState& route,
     log_refusal(exchange, route, what);
 }
 
+// The decoded, normalised path the rules match, without a copy for the
+// common path that needs no decoding (a request to a site with limits pays
+// that per step); nullopt for an undecodable one (the files answer 400).
+std::optional<std::string_view> Router::rule_path(const Request& request) {
+    if (is_normal_path(request.path)) return request.path;
+    if (request.path == "*" || decode_path(request.path, path_) != 0) return std::nullopt;
+    return std::string_view(path_);
+}
+
 // nginx's limit_conn: requests in progress per client address (a keepalive
 // connection between requests is not one; each HTTP/2 stream is), 503 above.
 Router::StepOutcome Router::step_conn_limit(Exchange& exchange, RouteState& route) {
@@ -95,10 +104,9 @@ Router::StepOutcome Router::step_conn_limit(Exchange& exchange, RouteState& rout
 
 // nginx's limit_req: a leaky bucket per client and rule (ClientTable).
 Router::StepOutcome Router::step_rate_limit(Exchange& exchange, RouteState& route) {
-    const Request& request = *exchange.request;
-    if (route.rate_checked || request.path == "*" || decode_path(request.path, path_) != 0)
-        return StepOutcome::Continue; // undecodable: the files answer 400
-    const LimitRule* rule = find_limit_rule(*route.site->config, path_);
+    if (route.rate_checked) return StepOutcome::Continue;
+    std::optional<std::string_view> path = rule_path(*exchange.request);
+    const LimitRule* rule = path ? find_limit_rule(*route.site->config, *path) : nullptr;
     if (!rule) return StepOutcome::Continue;
     route.rate_checked = true;
     ClientTable& table = *worker_.shared().clients;
@@ -128,10 +136,8 @@ Router::StepOutcome Router::step_rate_limit(Exchange& exchange, RouteState& rout
 
 // nginx's allow / deny, on the client address after the real-IP rules.
 Router::StepOutcome Router::step_allow_deny(Exchange& exchange, RouteState& route) {
-    const Request& request = *exchange.request;
-    if (request.path == "*" || decode_path(request.path, path_) != 0)
-        return StepOutcome::Continue; // undecodable: the files answer 400
-    const AccessRule* rule = find_access_rule(*route.site->config, path_);
+    std::optional<std::string_view> path = rule_path(*exchange.request);
+    const AccessRule* rule = path ? find_access_rule(*route.site->config, *path) : nullptr;
     if (!rule || access_allows(*rule, exchange.client)) return StepOutcome::Continue;
     log_refusal(exchange, route, "access forbidden by rule");
     refuse(exchange, route, 403, {});
