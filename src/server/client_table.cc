@@ -154,6 +154,14 @@ struct alignas(64) ClientTable::Shard {
 
 namespace {
 
+// One refusal line per key per kLogIntervalMs: true for the first of an interval.
+bool due_for_log(ClientTable::Entry& entry, uint64_t now_ms) {
+    if (entry.logged_ms != 0 && now_ms - entry.logged_ms < ClientTable::kLogIntervalMs)
+        return false;
+    entry.logged_ms = now_ms ? now_ms : 1;
+    return true;
+}
+
 uint64_t mix(uint64_t x) { // splitmix64's finaliser
     x ^= x >> 30;
     x *= 0xbf58476d1ce4e5b9ull;
@@ -220,10 +228,7 @@ ClientTable::RateVerdict ClientTable::take_request(const Key& key, uint64_t rate
     if (excess > allowed) {
         verdict.pass = false;
         verdict.retry_after_ms = uint64_t(excess - allowed) * 1000 / rate;
-        if (entry.logged_ms == 0 || now_ms - entry.logged_ms >= kLogIntervalMs) {
-            verdict.log = true;
-            entry.logged_ms = now_ms ? now_ms : 1;
-        }
+        verdict.log = due_for_log(entry, now_ms);
         return verdict;
     }
     entry.excess = excess;
@@ -233,7 +238,7 @@ ClientTable::RateVerdict ClientTable::take_request(const Key& key, uint64_t rate
     return verdict;
 }
 
-bool ClientTable::acquire(const Key& key, unsigned limit) {
+bool ClientTable::acquire(const Key& key, unsigned limit, uint64_t now_ms, bool* log) {
     uint32_t hash;
     Shard& shard = shard_of(key, hash);
     std::lock_guard lock(shard.mutex);
@@ -241,9 +246,12 @@ bool ClientTable::acquire(const Key& key, unsigned limit) {
     uint32_t i = shard.find(key, hash, shard_capacity_);
     if (!i) i = shard.insert(key, hash, shard_capacity_);
     Entry& entry = shard.at(i);
-    if (entry.slots >= limit) return false;
-    ++entry.slots;
-    return true;
+    if (entry.slots < limit) {
+        ++entry.slots;
+        return true;
+    }
+    if (log) *log = due_for_log(entry, now_ms);
+    return false;
 }
 
 void ClientTable::release(const Key& key) {

@@ -58,8 +58,9 @@ public:
 
     // nginx's limit_conn: one more request in progress for `key`, unless it
     // has `limit` already (false). An entry with requests in progress is
-    // evicted last. release() gives the slot back.
-    bool acquire(const Key& key, unsigned limit);
+    // evicted last. release() gives the slot back. On a refusal `*log` says
+    // whether it is the key's first in kLogIntervalMs (as take_request's).
+    bool acquire(const Key& key, unsigned limit, uint64_t now_ms = 0, bool* log = nullptr);
     void release(const Key& key);
 
     // Refusals per site (its first server name; "" for the default root), for
@@ -77,8 +78,9 @@ public:
     size_t capacity() const { return shard_capacity_ * kShards; }
     uint64_t evictions() const;
 
+    struct Entry; // one client and zone (client_table.cc)
+
 private:
-    struct Entry;
     struct Shard;
     Shard& shard_of(const Key& key, uint32_t& hash);
 

@@ -93,11 +93,15 @@ Router::StepOutcome Router::step_conn_limit(Exchange& exchange, RouteState& rout
     ClientTable& table = *worker_.shared().clients;
     ClientTable::Key key =
         ClientTable::key_of(exchange.client, own ? config->conn_zone : kGlobalConnZone);
-    if (table.acquire(key, limit)) {
+    bool log = false;
+    if (table.acquire(key, limit, worker_.reactor().now_ms(), &log)) {
         route.conn_slot.hold(table, key);
         return StepOutcome::Continue;
     }
     table.count_refusal(site_name(*route.site), ClientTable::Refusal::Connections);
+    if (log) // as the rate's: one line per client per ClientTable::kLogIntervalMs
+        log_refusal(exchange, route,
+                    "limiting connections to " + std::to_string(limit) + " per client");
     refuse(exchange, route, 503, "Retry-After: 1\r\n");
     return StepOutcome::Answered;
 }

@@ -76,7 +76,17 @@ class ConnLimits(unittest.TestCase):
         refused = self.get("203.0.113.50")
         self.assertEqual(refused.status, 503)
         self.assertEqual(refused.header("retry-after"), "1")
+        self.assertEqual(self.get("203.0.113.50").status, 503)
         self.assertEqual(self.get("203.0.113.51").status, 200)
+        # One error-log line for the client's refusals, not one each.
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            lines = [line for line in self.server.error_log_text().splitlines()
+                     if "limiting connections" in line and "client: 203.0.113.50," in line]
+            if lines:
+                break
+            time.sleep(0.05)
+        self.assertEqual(len(lines), 1, self.server.error_log_text())
         # Its requests done, the client is served again.
         for s in held:
             self.finish(s)

@@ -64,7 +64,11 @@ TEST(ClientTable, SlotsAreCountedPerKeyAndGivenBack) {
     auto other = ClientTable::key_of(ipv4(0x0a000006), 1);
     for (int i = 0; i < 10; ++i)
         EXPECT_TRUE(table.acquire(one, 10));
-    EXPECT_FALSE(table.acquire(one, 10));
+    bool log = false;
+    EXPECT_FALSE(table.acquire(one, 10, 5000, &log));
+    EXPECT_TRUE(log); // the first refusal of the interval
+    EXPECT_FALSE(table.acquire(one, 10, 6000, &log));
+    EXPECT_FALSE(log);
     EXPECT_TRUE(table.acquire(other, 10));
     table.release(one);
     EXPECT_TRUE(table.acquire(one, 10));
