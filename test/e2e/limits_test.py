@@ -160,7 +160,7 @@ def send_addresses(port, first, count, parallel=200):
         selector.register(s, selectors.EVENT_WRITE, [header + request, b""])
     while state["next"] < end and len(selector.get_map()) < parallel:
         start()
-    deadline = time.monotonic() + 600
+    deadline = time.monotonic() + 200  # within CTest's 300 s: a slow run fails, saying how far it got
     while selector.get_map() and time.monotonic() < deadline:
         for key, events in selector.select(5):
             s, data = key.fileobj, key.data
