@@ -6,9 +6,9 @@
 // fixed array of 64-byte entries with a hash index, allocated on first use,
 // so a server without limits pays nothing (a shard once used may hold its
 // whole share: tcmalloc's calloc writes the zeroes). A full shard evicts its
-// least recently used entry: an attacker
-// with a million addresses makes the table forget old clients, never grow.
-// Each shard has its own mutex and a key picks its shard by hash, so two
+// least recently used entry: an attacker with a million addresses makes the
+// table forget old clients, never grow. Each shard has its own lock (a
+// test-and-set lock, client_table.cc) and a key picks its shard by hash, so two
 // reactors meet only when their clients share a shard: no global lock.
 #pragma once
 
