@@ -11,10 +11,9 @@ void append_exchange_context(const Exchange& exchange, std::string_view server,
     exchange.client.format_host(client);
     out.append("client: ");
     out.append(client);
-    if (!server.empty()) {
-        out.append(", server: ");
-        append_log_escaped(server, out);
-    }
+    // Always written, empty or not, as nginx does: fail2ban's filters expect it.
+    out.append(", server: ");
+    append_log_escaped(server, out);
     out.append(", request: \"");
     if (const Request* request = exchange.request) {
         append_log_escaped(request->method_text, out);

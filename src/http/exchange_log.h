@@ -16,7 +16,7 @@ namespace lepus {
 struct Exchange;
 
 // Appends the context of `exchange` to `out`: the client, `server` (the site's
-// first name; omitted when empty), the request line and Host, each escaped as
+// first name; may be empty), the request line and Host, each escaped as
 // the access log escapes, and `upstream` when not empty. The request's views
 // must be valid (the engine's exchange, before finish()).
 void append_exchange_context(const Exchange& exchange, std::string_view server,

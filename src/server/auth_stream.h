@@ -49,6 +49,7 @@ private:
     std::string user_;
     std::shared_ptr<AuthCheck> check_; // until the verdict, or the client leaves
     std::optional<bool> verdict_;
+    bool unknown_user_ = false; // the check's, for the error log
     std::unique_ptr<ResponseStream> inner_;
     bool body_ended_ = false;
 };

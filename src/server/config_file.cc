@@ -169,6 +169,12 @@ public:
                 detail::read_redirects(*this, node, site);
             } else if (name == "tls") {
                 detail::read_tls(*this, node, site);
+            } else if (name == "access") {
+                detail::read_access_rules(*this, node, site);
+            } else if (name == "limits") {
+                detail::read_limit_rules(*this, node, site);
+            } else if (name == "conn_limit") {
+                detail::read_conn_limit(*this, node, site);
             } else if (name == "https_redirect") {
                 https_redirect(node, site);
             } else if (name == "symlinks") {

@@ -7,6 +7,7 @@
 // command line win. `[[site]]` blocks describe virtual hosts.
 #pragma once
 
+#include "net/cidr.h"
 #include "server/try_files.h"
 #include "server/x_accel.h"
 
@@ -78,6 +79,28 @@ struct AuthRule {
     std::string origin;                    // "lepus.toml:12:1", for messages
 };
 
+// `access = [{ paths = ["/admin/"], allow = ["10.0.0.0/8"], deny = ["0.0.0.0/0", "::/0"] }]`
+// in a [[site]]: nginx's allow / deny for the paths under these prefixes (the
+// longest prefix of any rule wins; no paths: the whole site). Within the rule
+// allow is checked before deny; an address in neither passes; a denied one gets 403.
+struct AccessRule {
+    std::vector<std::string> paths = {"/"}; // prefixes of the decoded, normalised path
+    std::vector<Cidr> allow, deny;
+    std::string origin; // "lepus.toml:12:1", for messages
+};
+
+// `limits = [{ paths = ["/wp-login.php"], rate = "10r/m", burst = 5, nodelay = true }]`
+// in a [[site]]: nginx's limit_req per client address (server/limits.h).
+struct LimitRule {
+    std::vector<std::string> paths = {"/"}; // prefixes of the decoded, normalised path
+    uint64_t rate = 0;                      // requests per 1000 s (nginx's unit: "10r/m" is 166)
+    uint64_t burst = 0; // requests beyond the rate let through (delayed without nodelay)
+    bool nodelay = false;
+    int status = 429;   // `status = N`: the answer over the limit (4xx or 5xx)
+    uint32_t zone = 0;  // the rule's keys in the client table (unique per rule read)
+    std::string origin; // "lepus.toml:12:1", for messages
+};
+
 struct SiteConfig {
     std::vector<std::string> server_names; // "example.com", "*.example.com"
     bool is_default = false;               // `default = true`, or the first site
@@ -100,8 +123,14 @@ struct SiteConfig {
     std::optional<TryFiles> try_files;
     // `x_accel = "/protected/=/srv/files"` (server/x_accel.h); nullopt: the top level's.
     std::optional<XAccel> x_accel;
-    std::vector<AuthRule> auth; // `auth = [...]` (see AuthRule)
-    std::string origin;         // "lepus.toml:12:1", for messages
+    std::vector<AuthRule> auth;     // `auth = [...]` (see AuthRule)
+    std::vector<AccessRule> access; // `access = [...]` (see AccessRule)
+    std::vector<LimitRule> limits;  // `limits = [...]` (see LimitRule)
+    // `conn_limit = N`: requests in progress (connections, HTTP/2 streams) per
+    // client address on this site; 0: --conn-limit's, counted over all sites.
+    unsigned conn_limit = 0;
+    uint32_t conn_zone = 0; // its keys in the client table
+    std::string origin;     // "lepus.toml:12:1", for messages
 };
 
 struct ConfigFile {

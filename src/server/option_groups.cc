@@ -172,6 +172,21 @@ void add_listening_options(CLI::App& app, ServerOptions& options, OptionTexts& t
     app.add_option("--max-connections", options.max_connections,
                    "Connections above this get 503 (default: from RLIMIT_NOFILE)")
         ->check(CLI::Range(int64_t{1}, int64_t{1} << 40));
+    app.add_option("--conn-limit", options.conn_limit,
+                   "Requests in progress (connections, HTTP/2 streams) per client address; "
+                   "above it 503 (0: off)")
+        ->check(CLI::Range(0u, 1u << 20));
+    app.add_option("--limit-memory", texts.limit_memory,
+                   "Memory for the per-client state of the limits (LRU beyond it)")
+        ->capture_default_str()
+        ->check(CLI::Validator(
+            [](std::string& text) -> std::string {
+                auto size = parse_size(text);
+                if (!size || *size < (uint64_t{64} << 10) || *size > (uint64_t{64} << 30))
+                    return "'" + text + "' is not a size from 64k to 64g (e.g. 16m)";
+                return {};
+            },
+            "SIZE"));
 }
 
 void add_log_and_limit_options(CLI::App& app, ServerOptions& options, OptionTexts& texts) {

@@ -245,7 +245,8 @@ std::string finish_options(const CLI::App& app, ServerOptions& options, const Op
                  {&fastcgi_timeout, &options.fastcgi_timeout_ms},
                  {&fastcgi_idle_timeout, &options.fastcgi_idle_timeout_ms}},
                 {{&max_body_size, &options.max_body_size},
-                 {&texts.client_body_buffer, &options.client_body_buffer}});
+                 {&texts.client_body_buffer, &options.client_body_buffer},
+                 {&texts.limit_memory, &options.limit_memory}});
     options.request_buffering = texts.request_buffering == "on";
     if (options.temp_dir.empty()) {
         const char* tmpdir = std::getenv("TMPDIR");

@@ -34,6 +34,11 @@ struct ServerOptions {
     bool defer_accept = true; // --defer-accept on|off: TCP_DEFER_ACCEPT on TCP listeners
     uint64_t notsent_lowat = uint64_t{32} * 1024; // --notsent-lowat SIZE|off (0): TCP_NOTSENT_LOWAT
     int64_t max_connections = 0;                  // 0: derived from RLIMIT_NOFILE
+    // --conn-limit N: requests in progress (connections, HTTP/2 streams) per
+    // client address, over every site without a conn_limit of its own; 0: off.
+    unsigned conn_limit = 0;
+    // --limit-memory SIZE: the client table of the limits (server/client_table.h).
+    uint64_t limit_memory = uint64_t{16} << 20;
 
     std::string access_log = "-";
     std::string error_log = "-";

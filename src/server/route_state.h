@@ -8,6 +8,8 @@
 // checking) goes on.
 #pragma once
 
+#include "server/client_table.h"
+
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -29,6 +31,10 @@ struct RouteState {
     // The rule whose password the verifier granted: a step that asks again
     // for it (the step itself, run again, or try_files' target) passes.
     const AuthRule* granted = nullptr;
+    // The rate limit was applied (a delayed request resumed goes past it).
+    bool rate_checked = false;
+    // The request's count against conn_limit / --conn-limit, given back with the state.
+    ClientSlot conn_slot;
     // For a handler's internal redirect (X-Accel-Redirect): the URI to serve
     // and the handler's header lines kept on that answer.
     std::string redirect_target;
@@ -40,6 +46,8 @@ struct RouteState {
         site = nullptr;
         next_step = 0;
         granted = nullptr;
+        rate_checked = false;
+        conn_slot.reset();
         redirect_target.clear();
         redirect_headers.clear();
     }

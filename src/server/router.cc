@@ -87,8 +87,10 @@ Router::Router(Worker& worker, const ServerOptions& options)
 
 // The order of the steps is the order of nginx's phases: who the client is and
 // which site it asks, the server's own page, redirects (https_redirect first, so
-// that no password is asked for over plain HTTP), access (basic auth), then the
-// content handlers, the internal folder and the backend before the files.
+// that no password is asked for over plain HTTP), the limits (nginx's preaccess:
+// limit_conn, limit_req, so that a refused client is counted too), access
+// (allow/deny, then basic auth), then the content handlers, the internal
+// folder and the backend before the files.
 //
 // The list is a switch whose cases fall through, one per step, rather than a
 // table of member pointers: each step's early "not for this request" test is
@@ -143,12 +145,16 @@ void Router::run_steps(Exchange& exchange, RouteState& route, size_t first) {
         LEPUS_STEP(1, true, step_site);
         LEPUS_STEP(2, !options.status_path.empty(), step_status_page);
         LEPUS_STEP(3, route.site->config, step_redirects);
-        LEPUS_STEP(4, route.site->config && !route.site->config->auth.empty(), step_access);
-        LEPUS_STEP(5, route.site->x_accel, step_internal);
-        LEPUS_STEP(6, route.site->proxy, step_proxy);
-        LEPUS_STEP(7, route.site->try_files, step_try_files);
-    case 8:
-        step = 8;
+        LEPUS_STEP(4, options.conn_limit || (route.site->config && route.site->config->conn_limit),
+                   step_conn_limit);
+        LEPUS_STEP(5, route.site->config && !route.site->config->limits.empty(), step_rate_limit);
+        LEPUS_STEP(6, route.site->config && !route.site->config->access.empty(), step_allow_deny);
+        LEPUS_STEP(7, route.site->config && !route.site->config->auth.empty(), step_access);
+        LEPUS_STEP(8, route.site->x_accel, step_internal);
+        LEPUS_STEP(9, route.site->proxy, step_proxy);
+        LEPUS_STEP(10, route.site->try_files, step_try_files);
+    case 11:
+        step = 11;
         outcome = step_handler(exchange, route);
         break;
     default:
@@ -168,11 +174,13 @@ void Router::answered(Exchange& exchange, RouteState& route) {
     if (route.site) add_rule_headers(exchange, *route.site);
 }
 
-void Router::resume(Exchange& exchange, bool granted, std::string_view user, const AuthRule& rule) {
+void Router::resume(Exchange& exchange, bool granted, std::string_view user, const AuthRule& rule,
+                    bool unknown_user) {
     ScopedLogContext context(route_log_context(exchange));
     RouteState& route = route_of(exchange);
     if (!granted) {
         site_of(exchange, route);
+        log_auth_failure(exchange, route, rule, user, unknown_user);
         answer_unauthorized(exchange, route, rule);
         return answered(exchange, route);
     }
@@ -313,7 +321,8 @@ bool Router::authorize(Exchange& exchange, RouteState& route, std::string_view d
     case BasicAuth::Outcome::Granted:
         exchange.remote_user.assign(credentials->user);
         return true;
-    case BasicAuth::Outcome::Denied:
+    case BasicAuth::Outcome::Denied: // an empty file: no user is in it
+        log_auth_failure(exchange, route, *rule, credentials->user, true);
         answer_unauthorized(exchange, route, *rule);
         return false;
     case BasicAuth::Outcome::Busy:

@@ -5,6 +5,11 @@
 //   site          the site for the Host, kept alive with its serving set
 //   status page   --status-path
 //   redirects     https_redirect, then the site's redirects
+//   conn limit    conn_limit / --conn-limit: requests in progress per client
+//                 (server/client_table.h), 503 over it
+//   rate limit    the site's limits (nginx's limit_req): 429 over the burst,
+//                 Pending within it without nodelay (DelayStream), then resumed
+//   allow/deny    the site's access rules (server/limits.h): 403
 //   access        basic auth (server/basic_auth.h); Pending while a verifier
 //                 thread checks a password (AuthStream), then resumed
 //   internal      the X-Accel folder is not for clients: 404
@@ -28,6 +33,7 @@
 #include "server/route_state.h"
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -48,8 +54,12 @@ public:
     void finish(Exchange& exchange) override;
 
     // A Pending step's wait is over (an AuthStream's verdict for `rule`):
-    // routing goes on where it stopped (as `user`), or answers 401.
-    void resume(Exchange& exchange, bool granted, std::string_view user, const AuthRule& rule);
+    // routing goes on where it stopped (as `user`), or answers 401 (and logs
+    // why: `unknown_user`, or a password mismatch).
+    void resume(Exchange& exchange, bool granted, std::string_view user, const AuthRule& rule,
+                bool unknown_user = false);
+    // A request delayed by its rate limit (DelayStream) goes on.
+    void resume_delayed(Exchange& exchange);
 
     enum class StepOutcome : uint8_t {
         Continue, // the next step decides
@@ -70,6 +80,9 @@ private:
     StepOutcome step_site(Exchange& exchange, RouteState& route);
     StepOutcome step_status_page(Exchange& exchange, RouteState& route);
     StepOutcome step_redirects(Exchange& exchange, RouteState& route);
+    StepOutcome step_conn_limit(Exchange& exchange, RouteState& route);
+    StepOutcome step_rate_limit(Exchange& exchange, RouteState& route);
+    StepOutcome step_allow_deny(Exchange& exchange, RouteState& route);
     StepOutcome step_access(Exchange& exchange, RouteState& route);
     StepOutcome step_internal(Exchange& exchange, RouteState& route);
     StepOutcome step_proxy(Exchange& exchange, RouteState& route);
@@ -89,6 +102,17 @@ private:
     // that waits for the verifier).
     bool authorize(Exchange& exchange, RouteState& route, std::string_view decoded_path);
     void answer_unauthorized(Exchange& exchange, RouteState& route, const AuthRule& rule);
+    // The decoded path the limits and access rules match (router_limits.cc).
+    std::optional<std::string_view> rule_path(const Request& request);
+    // A limit or access rule refuses the request with `status` (router_limits.cc).
+    void refuse(Exchange& exchange, RouteState& route, int status, std::string_view extra_headers);
+    // One error-log line in nginx's form for a request, which fail2ban's
+    // filters read: "*FD WHAT, client: ADDR, server: NAME, request: "...", host: "..."".
+    void log_refusal(const Exchange& exchange, const RouteState& route, std::string_view what);
+    // A failed basic-auth attempt, as nginx's auth_basic logs it:
+    // `user "x": password mismatch` or `user "x" was not found in "FILE"`.
+    void log_auth_failure(const Exchange& exchange, const RouteState& route, const AuthRule& rule,
+                          std::string_view user, bool unknown_user);
     // The user name an Authorization header supplies, verified or not (the access log's).
     std::string_view supplied_user(const Exchange& exchange);
     // The site's HTTP backend, when the request is for it (server/router_proxy.cc).

@@ -199,6 +199,8 @@ struct Server::State {
 
     std::atomic<int64_t> live_total{0};
     std::unique_ptr<ReactorLoad[]> loads;
+    // The limits' per-client state, shared by the workers (before them: they hold slots).
+    std::unique_ptr<ClientTable> clients;
     std::vector<Worker*> worker_list; // what every worker's status page reads
     std::vector<std::unique_ptr<Worker>> workers;
     std::unique_ptr<ReusePortListeners> reuseport; // with in-reactor accept
@@ -300,7 +302,8 @@ bool Server::State::make_workers(std::string& error) {
     if (!options.sites.empty()) sites = std::make_shared<const SiteTable>(options.sites);
     loads = std::make_unique<ReactorLoad[]>(threads);
     unsigned cores = std::max(1u, unsigned(sysconf(_SC_NPROCESSORS_ONLN)));
-    WorkerShared shared{options, *logs.access, worker_list, monotonic_ms()};
+    clients = std::make_unique<ClientTable>(options.limit_memory);
+    WorkerShared shared{options, *logs.access, worker_list, monotonic_ms(), clients.get()};
     for (unsigned i = 0; i < threads; ++i) {
         ReactorOptions reactor_options;
         reactor_options.index = i;

@@ -60,6 +60,13 @@ StatusSnapshot take_snapshot(Worker& worker, const ServingSet& serving, uint64_t
     status.log_lines_dropped = worker.access_log().dropped_lines();
     for (const auto& log : serving.access_logs) // the per-site logs
         status.log_lines_dropped += log->dropped_lines();
+    if (const ClientTable* clients = worker.shared().clients) {
+        status.limit_entries = clients->size();
+        status.limit_capacity = clients->capacity();
+        status.limit_evictions = clients->evictions();
+        for (ClientTable::SiteRefusals& site : clients->refusals())
+            status.limited.push_back({std::move(site.site), site.requests, site.connections});
+    }
     return status;
 }
 

@@ -94,5 +94,9 @@ void read_header_rules(ConfigReader& reader, const toml::node& node, SiteConfig&
 void read_auth_rules(ConfigReader& reader, const toml::node& node, SiteConfig& site);
 void read_redirects(ConfigReader& reader, const toml::node& node, SiteConfig& site);
 void read_tls(ConfigReader& reader, const toml::node& node, SiteConfig& site);
+// access, limits and conn_limit (config_limits.cc).
+void read_access_rules(ConfigReader& reader, const toml::node& node, SiteConfig& site);
+void read_limit_rules(ConfigReader& reader, const toml::node& node, SiteConfig& site);
+void read_conn_limit(ConfigReader& reader, const toml::node& node, SiteConfig& site);
 
 } // namespace lepus::detail

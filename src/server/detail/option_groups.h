@@ -17,6 +17,7 @@ struct OptionTexts {
     std::string max_body_size, dotfiles = "deny", accept = "auto", io = "epoll";
     std::string defer_accept = "on", compress = "on", symlinks = "beneath";
     std::string notsent_lowat = "32k";
+    std::string limit_memory = "16m";
     std::string fastcgi_keepalive = "off";
     std::string request_buffering = "on", client_body_buffer = "64k";
     std::string http2 = "on", h2c = "on", h2c_sendfile = "off", pin = "off", ktls = "on";
