@@ -63,9 +63,10 @@ ReplyContext reply_context(const Exchange& exchange) {
                         request.version_minor};
 }
 
-// The error log's context while the router and the handlers it calls work on
-// `exchange` (a refused symlink, a file that cannot be read): the site is read
-// when a line is written, so lines before the site is chosen have none.
+} // namespace
+
+// A refused symlink, a file that cannot be read: the site is read when a line
+// is written, so lines before the site is chosen have none.
 LogContext route_log_context(const Exchange& exchange) {
     return {[](const void* data, std::string& out) {
                 const auto& exchange = *static_cast<const Exchange*>(data);
@@ -75,8 +76,6 @@ LogContext route_log_context(const Exchange& exchange) {
             },
             &exchange};
 }
-
-} // namespace
 
 Router::Router(Worker& worker, const ServerOptions& options)
     : worker_(worker), auth_(worker.reactor()) {

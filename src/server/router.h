@@ -27,6 +27,7 @@
 #pragma once
 
 #include "http/exchange.h"
+#include "log/error_log.h"
 #include "net/cidr.h"
 #include "server/basic_auth.h"
 #include "server/options.h"
@@ -41,6 +42,10 @@ namespace lepus {
 
 class Worker;
 struct SiteHandlers;
+
+// The error log's context while the router and the handlers it calls work on
+// `exchange` (client, server, request line, host: http/exchange_log.h).
+LogContext route_log_context(const Exchange& exchange);
 
 class Router final : public ExchangeHandler {
 public:

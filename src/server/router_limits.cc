@@ -1,6 +1,5 @@
 // The router's per-client steps: conn limit, rate limit, allow/deny (nginx's
 // limit_conn, limit_req and access modules; server/limits.h).
-#include "http/exchange_log.h"
 #include "http/path.h"
 #include "log/error_log.h"
 #include "log/log_escape.h"
@@ -38,13 +37,11 @@ void Router::refuse(Exchange& exchange, RouteState& route, int status,
 }
 
 void Router::log_refusal(const Exchange& exchange, const RouteState& route, std::string_view what) {
-    // nginx's form, which fail2ban's filters read; the client's bytes are
-    // escaped (exchange_log.h), so a quote in a target or a Host cannot forge
-    // another field.
-    std::string line = "*" + std::to_string(exchange.connection->fd) + " ";
-    line.append(what).append(", ");
-    append_exchange_context(exchange, site_name(*route.site), {}, line);
-    log_error("%s", line.c_str());
+    // nginx's form, which fail2ban's filters read: "*N what, client: ..., server:
+    // ..., request: "...", host: "..."" (the context, http/exchange_log.h, escapes
+    // the client's bytes: a quote in a target or a Host cannot forge a field).
+    ScopedLogContext context(route_log_context(exchange));
+    log_error("*%d %.*s", exchange.connection->fd, int(what.size()), what.data());
 }
 
 // The lines fail2ban's stock nginx-http-auth filter matches. The *N of nginx
@@ -138,6 +135,7 @@ Router::StepOutcome Router::step_allow_deny(Exchange& exchange, RouteState& rout
 }
 
 void Router::resume_delayed(Exchange& exchange) {
+    ScopedLogContext context(route_log_context(exchange));
     RouteState& route = route_of(exchange);
     run_steps(exchange, route, route.next_step);
 }
