@@ -170,9 +170,9 @@ struct Exchange {
     // Status of a streamed response, when it must not be the backend's: the
     // original status of an error page served by a script.
     int stream_status = 0;
-    // Header lines the layer above adds to a streamed response's head (for a
+    // Fields the layer above adds to a streamed response's head (for a
     // complete one it adds them to response.head itself).
-    std::string stream_headers;
+    ResponseHead stream_fields;
 
     // What the layer above keeps for this exchange from start() to finish()
     // (its site, where its routing stands: server/route_state.h); engines only

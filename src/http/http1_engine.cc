@@ -38,7 +38,7 @@ void Http1StatePool::release(std::unique_ptr<Http1RequestState> state, bool clea
         state->chunked.reset();
         state->exchange.response.reset();
         state->exchange.stream.reset();
-        state->exchange.stream_headers.clear();
+        state->exchange.stream_fields.clear();
     }
     state->input_begin = state->input_end = 0;
     // A large body or response must not stay pinned in the pool.
@@ -327,7 +327,7 @@ Http1Engine::Step Http1Engine::on_head_parsed() {
     exchange.now_ms = context_.clock.now_ms;
     exchange.keep_alive = keep_alive_;
     exchange.stream_status = 0;
-    exchange.stream_headers.clear();
+    exchange.stream_fields.clear();
     in_exchange_ = true;
     accounted_ = false;
     if (request.content_length && *request.content_length > options.max_body_size)
@@ -351,8 +351,16 @@ Http1Engine::Step Http1Engine::dispatch() {
 }
 
 Http1Engine::Step Http1Engine::start_writing() {
-    const Response& response = state_->exchange.response;
-    account(response.status, response.body_bytes());
+    Http1RequestState& s = *state_;
+    const Response& response = s.exchange.response;
+    // The head as text, once, now that the connection's fate is known (a
+    // body read to its end or not): into the stream output buffer, which a
+    // complete answer does not otherwise use.
+    const Request* request = s.exchange.request;
+    write_http1_head(response.head, context_.clock.now_s, keep_alive_,
+                     request ? request->version_minor : 1, s.out);
+    s.out_sent = 0;
+    account(response.head.status, response.body_bytes());
     set_phase(Phase::Writing);
     return Step::Continue;
 }

@@ -8,6 +8,8 @@
 // checking) goes on.
 #pragma once
 
+#include "http/response_head.h"
+
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -30,9 +32,9 @@ struct RouteState {
     // for it (the step itself, run again, or try_files' target) passes.
     const AuthRule* granted = nullptr;
     // For a handler's internal redirect (X-Accel-Redirect): the URI to serve
-    // and the handler's header lines kept on that answer.
+    // and the handler's header fields kept on that answer.
     std::string redirect_target;
-    std::string redirect_headers;
+    ResponseHead redirect_fields;
 
     // Back to a fresh state, keeping the strings' capacity.
     void reset() {
@@ -41,7 +43,7 @@ struct RouteState {
         next_step = 0;
         granted = nullptr;
         redirect_target.clear();
-        redirect_headers.clear();
+        redirect_fields.clear();
     }
 };
 

@@ -18,7 +18,7 @@
 //
 // To add a step: a member below and its case in run_steps (router.cc). To add a
 // response filter: response_filters.cc. To add a header rule kind:
-// site_table.cc (append_rule_headers).
+// site_table.cc (add_rule_headers).
 #pragma once
 
 #include "http/exchange.h"
@@ -121,7 +121,6 @@ private:
     std::string path_;                             // scratch: the decoded path
     std::string candidate_;                        // scratch: a try_files candidate, expanded
     std::string rewritten_path_, rewritten_query_; // scratch: try_files's fallback
-    std::string rule_lines_;                       // scratch: header rule lines
     std::string log_line_;                         // scratch: the access log line
     Response page_scratch_;                        // scratch: a static error page
     std::string credentials_;                      // scratch: decoded basic credentials

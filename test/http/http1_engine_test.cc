@@ -60,15 +60,15 @@ public:
         }
         Response& response = exchange.response;
         body = "hello " + std::string(request.path);
-        begin_head(200, exchange.now_s, response);
-        response.head += "Content-Length: " + std::to_string(body.size()) + "\r\n";
-        finish_head(exchange.keep_alive, request.version_minor, response);
+        begin_head(200, exchange.keep_alive, response);
+        response.head.content_length = body.size();
         if (!request.is_head()) response.body = body;
     }
     void fail(Exchange& exchange, int status, std::string_view extra_headers) override {
         failures.push_back(status);
         ReplyContext context{exchange.now_s, exchange.keep_alive, false, 1};
-        build_error_response(status, context, exchange.response, extra_headers);
+        build_error_response(status, context, exchange.response);
+        add_header_lines(extra_headers, exchange.response.head);
     }
     void redirect(Exchange& exchange) override {
         // No stream of these tests redirects; an answer that says so if one did.
