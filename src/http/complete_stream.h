@@ -31,7 +31,7 @@ public:
     void consume(size_t bytes) override;
     bool ended() const override;
     int error_status() const override { return 500; }
-    std::string_view error_headers() const override { return {}; }
+    std::span<const Header> error_fields() const override { return {}; }
     void release() override {}
 
 private:

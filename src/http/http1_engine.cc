@@ -399,9 +399,9 @@ Http1Engine::Step Http1Engine::respond_error(int status) {
 
 // An error the engine must answer after the head was parsed: through the
 // handler, so that the site's error page applies.
-Http1Engine::Step Http1Engine::fail_exchange(int status, std::string_view extra_headers) {
+Http1Engine::Step Http1Engine::fail_exchange(int status, const ResponseHead* extra) {
     drop_answer();
-    context_.handler.fail(state_->exchange, status, extra_headers);
+    context_.handler.fail(state_->exchange, status, extra);
     body_done_ = true;
     return dispatch();
 }

@@ -76,9 +76,11 @@ Http1Engine::Step Http1Engine::stream_failed(StreamState state) {
     }
     if (state == StreamState::Redirect) return redirect_exchange();
     ResponseStream& stream = *state_->exchange.stream;
-    // The lines live in the stream, which fail_exchange lets go first.
-    std::string extra_headers(stream.error_headers());
-    return fail_exchange(stream.error_status(), extra_headers);
+    // The fields live in the stream, which fail_exchange lets go first.
+    ResponseHead extra;
+    for (const Header& field : stream.error_fields())
+        extra.add(field.name, field.value);
+    return fail_exchange(stream.error_status(), &extra);
 }
 
 // Builds the response head from the stream's; false when the response cannot

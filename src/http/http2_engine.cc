@@ -292,7 +292,7 @@ void Http2Engine::poll_streams() {
             else if (state == StreamState::Redirect)
                 redirect_exchange(stream);
             else
-                fail_exchange(stream, backend.error_status(), std::string(backend.error_headers()));
+                fail_failed_stream(stream);
             continue;
         }
         if (stream_stopped(state)) {
@@ -446,8 +446,16 @@ void Http2Engine::submit_stream_head(Http2Stream& stream) {
     nghttp2_submit_response(session_, stream.id, nva.data(), nva.size(), &provider);
 }
 
-void Http2Engine::fail_exchange(Http2Stream& stream, int status, std::string_view extra_headers) {
-    std::string extra(extra_headers); // the lines may live in the stream let go here
+void Http2Engine::fail_failed_stream(Http2Stream& stream) {
+    const ResponseStream& backend = *stream.exchange.stream;
+    // The fields live in the stream, which fail_exchange lets go first.
+    ResponseHead extra;
+    for (const Header& field : backend.error_fields())
+        extra.add(field.name, field.value);
+    fail_exchange(stream, backend.error_status(), &extra);
+}
+
+void Http2Engine::fail_exchange(Http2Stream& stream, int status, const ResponseHead* extra) {
     drop_answer(stream);
     context_.handler.fail(stream.exchange, status, extra);
     answer_again(stream);

@@ -1,6 +1,5 @@
 #include "http/response.h"
 
-#include "base/ascii.h"
 #include "base/time_cache.h"
 #include "http/http_date.h"
 #include "log/error_log.h"
@@ -134,17 +133,6 @@ void build_error_response(int status, const ReplyContext& context, Response& out
         out.head.content_length = page.size();
         if (context.head_request) page.clear();
         out.body = page;
-    }
-}
-
-void add_header_lines(std::string_view lines, ResponseHead& head) {
-    while (!lines.empty()) {
-        size_t end = lines.find("\r\n");
-        std::string_view line = lines.substr(0, end);
-        lines.remove_prefix(end == std::string_view::npos ? lines.size() : end + 2);
-        size_t colon = line.find(':');
-        if (colon == std::string_view::npos) continue;
-        head.add(line.substr(0, colon), trim_ows(line.substr(colon + 1)));
     }
 }
 

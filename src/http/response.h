@@ -77,10 +77,6 @@ void begin_head(int status, bool keep_alive, Response& out);
 // (Allow, Location, Retry-After).
 void build_error_response(int status, const ReplyContext& context, Response& out);
 
-// Adds HTTP/1.1 header lines ("Retry-After: 1\r\n") as fields: for the lines
-// a failed stream gives (ResponseStream::error_headers).
-void add_header_lines(std::string_view lines, ResponseHead& head);
-
 // Same, for the server's own errors (400 from the parser, 503 ...).
 void build_error_response(int status, bool keep_alive, time_t now, Response& out);
 

@@ -516,13 +516,15 @@ void Router::add_rule_headers(Exchange& exchange, SiteHandlers& site) {
     lepus::add_rule_headers(*site.config, path_, exchange.response.head);
 }
 
-void Router::fail(Exchange& exchange, int status, std::string_view extra_headers) {
+void Router::fail(Exchange& exchange, int status, const ResponseHead* extra) {
     RouteState& route = route_of(exchange);
     site_of(exchange, route);
     build_error_response(status, reply_context(exchange), exchange.response);
-    // A failed stream's lines (Retry-After from a full queue): the one text
-    // form of header fields left between a stream and the router.
-    add_header_lines(extra_headers, exchange.response.head);
+    if (extra) {
+        extra->for_each([&](std::string_view name, std::string_view value) {
+            exchange.response.head.add(name, value);
+        });
+    }
     apply_error_page(exchange, route, status);
     answered(exchange, route);
 }

@@ -42,7 +42,7 @@ public:
     Router(Worker& worker, const ServerOptions& options);
 
     void start(Exchange& exchange) override;
-    void fail(Exchange& exchange, int status, std::string_view extra_headers) override;
+    void fail(Exchange& exchange, int status, const ResponseHead* extra) override;
     void redirect(Exchange& exchange) override;
     void account(Exchange& exchange, int status, uint64_t body_bytes) override;
     void finish(Exchange& exchange) override;

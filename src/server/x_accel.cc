@@ -167,10 +167,10 @@ int XAccelStream::error_status() const {
     return verdict_ == Verdict::Refused ? 502 : inner_->error_status();
 }
 
-std::string_view XAccelStream::error_headers() const {
+std::span<const Header> XAccelStream::error_fields() const {
     return verdict_ == Verdict::PassThrough || verdict_ == Verdict::Unchecked
-               ? inner_->error_headers()
-               : std::string_view{};
+               ? inner_->error_fields()
+               : std::span<const Header>{};
 }
 
 } // namespace lepus

@@ -84,7 +84,7 @@ public:
     void consume(size_t bytes) override { inner_->consume(bytes); }
     bool ended() const override { return inner_->ended(); }
     int error_status() const override;
-    std::string_view error_headers() const override;
+    std::span<const Header> error_fields() const override;
     void release() override { inner_->release(); }
 
 private:

@@ -48,11 +48,12 @@ protected:
         return r;
     }
 
-    Response error(int status, bool head = false, std::string_view extra = {}) {
+    // `extra`: a field the error carries ({name, value}), or none.
+    Response error(int status, bool head = false, Header extra = {}) {
         Response out;
         ReplyContext context{1700000000, true, head, 1};
         build_error_response(status, context, out);
-        add_header_lines(extra, out.head);
+        if (!extra.name.empty()) out.head.add(extra.name, extra.value);
         return out;
     }
 
@@ -81,7 +82,7 @@ TEST_F(ErrorPageTest, ServesThePageWithTheOriginalStatus) {
 }
 
 TEST_F(ErrorPageTest, KeepsTheExtraHeadersOfTheError) {
-    Response response = error(405, false, "Allow: GET, HEAD, OPTIONS\r\n");
+    Response response = error(405, false, {"Allow", "GET, HEAD, OPTIONS"});
     ASSERT_TRUE(apply_error_page(*files_, request(Method::Delete), "/404.html", 1700000000, 0,
                                  response, scratch_));
     EXPECT_TRUE(text(response).starts_with("HTTP/1.1 405 "));
@@ -113,7 +114,7 @@ TEST_F(ErrorPageTest, MissingOrUnservablePageLeavesTheBuiltInOne) {
 
 TEST_F(ErrorPageTest, LargePageGoesBySendfile) {
     write("big.html", std::string(100000, 'x'));
-    Response response = error(503, false, "Retry-After: 1\r\n");
+    Response response = error(503, false, {"Retry-After", "1"});
     ASSERT_TRUE(
         apply_error_page(*files_, request(), "/big.html", 1700000000, 0, response, scratch_));
     EXPECT_TRUE(text(response).starts_with("HTTP/1.1 503 "));
