@@ -385,7 +385,7 @@ Http1Engine::Step Http1Engine::respond_error(int status) {
     exchange.request_line = unparsed.substr(0, std::min(unparsed.find('\n'), kLoggedLineMax));
     if (exchange.request_line.ends_with('\r')) exchange.request_line.remove_suffix(1);
     exchange.response.reset();
-    build_error_response(status, false, context_.clock.now_s, exchange.response);
+    build_error_response(status, false, exchange.response);
     if (status == 400 || status == 414 || status == 431 || status == 501 || status == 505)
         log_info("client %s: %d: %s", info_.peer.to_string().c_str(), status,
                  s.parser.error_reason());

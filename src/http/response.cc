@@ -136,9 +136,8 @@ void build_error_response(int status, const ReplyContext& context, Response& out
     }
 }
 
-void build_error_response(int status, bool keep_alive, time_t now, Response& out) {
+void build_error_response(int status, bool keep_alive, Response& out) {
     ReplyContext context;
-    context.now = now;
     context.keep_alive = keep_alive;
     build_error_response(status, context, out);
 }

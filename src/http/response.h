@@ -37,12 +37,11 @@ struct Response {
     void reset();
 };
 
-// What a response head depends on besides its status.
+// What an answer depends on besides its status (the engine adds the date and
+// the Connection field the client's version needs).
 struct ReplyContext {
-    time_t now = 0;
     bool keep_alive = true;
     bool head_request = false; // HEAD: the headers of GET, no body
-    int version_minor = 1;     // HTTP/1.0 keep-alive needs an explicit header
 };
 
 // The reason phrase for `status` from the one status list ("Unknown" if absent).
@@ -78,7 +77,7 @@ void begin_head(int status, bool keep_alive, Response& out);
 void build_error_response(int status, const ReplyContext& context, Response& out);
 
 // Same, for the server's own errors (400 from the parser, 503 ...).
-void build_error_response(int status, bool keep_alive, time_t now, Response& out);
+void build_error_response(int status, bool keep_alive, Response& out);
 
 // The one place internal errors (those that become a 500) are reported.
 void report_internal_error(std::string_view what, std::string_view path, int error_number);

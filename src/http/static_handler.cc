@@ -149,10 +149,8 @@ void StaticHandler::handle(const Request& request, bool keep_alive, time_t now, 
                            Response& out) {
     out.reset();
     ReplyContext context;
-    context.now = now;
     context.keep_alive = keep_alive;
     context.head_request = request.is_head();
-    context.version_minor = request.version_minor;
 
     // RFC 9110 §9.3.7: "OPTIONS *" asks about the server itself.
     if (request.method == Method::Options && request.path == "*")

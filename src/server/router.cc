@@ -58,8 +58,7 @@ private:
 
 ReplyContext reply_context(const Exchange& exchange) {
     const Request& request = *exchange.request;
-    return ReplyContext{exchange.now_s, exchange.keep_alive, request.is_head(),
-                        request.version_minor};
+    return ReplyContext{exchange.keep_alive, request.is_head()};
 }
 
 } // namespace

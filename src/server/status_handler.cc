@@ -68,8 +68,7 @@ StatusSnapshot take_snapshot(Worker& worker, const ServingSet& serving, uint64_t
 void serve_status(Worker& worker, std::span<const Cidr> allow, Exchange& exchange) {
     const Request& request = *exchange.request;
     Response& response = exchange.response;
-    ReplyContext context{exchange.now_s, exchange.keep_alive, request.is_head(),
-                         request.version_minor};
+    ReplyContext context{exchange.keep_alive, request.is_head()};
     const SocketAddress& peer = exchange.client;
     if (std::none_of(allow.begin(), allow.end(),
                      [&](const Cidr& network) { return network.contains(peer); }))

@@ -66,7 +66,7 @@ public:
     }
     void fail(Exchange& exchange, int status, const ResponseHead* extra) override {
         failures.push_back(status);
-        ReplyContext context{exchange.now_s, exchange.keep_alive, false, 1};
+        ReplyContext context{exchange.keep_alive, false};
         build_error_response(status, context, exchange.response);
         if (extra) {
             extra->for_each([&](std::string_view name, std::string_view value) {

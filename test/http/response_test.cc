@@ -29,7 +29,7 @@ TEST(CommonHeaders, DateAndServer) {
 
 TEST(ErrorResponse, NotFoundPage) {
     Response out;
-    build_error_response(404, true, kNow, out);
+    build_error_response(404, true, out);
     const std::string page = "<html><head><title>404 Not Found</title></head><body><h1>404 Not "
                              "Found</h1><hr>lepus</body></html>\n";
     EXPECT_EQ(out.head.status, 404);
@@ -47,7 +47,7 @@ TEST(ErrorResponse, NotFoundPage) {
 TEST(ErrorResponse, EveryErrorStatusHasItsPage) {
     for (int status : {400, 403, 404, 405, 412, 413, 414, 416, 431, 500, 501, 503, 505, 599}) {
         Response out;
-        build_error_response(status, true, kNow, out);
+        build_error_response(status, true, out);
         std::string title = std::to_string(status) + " " + std::string(status_reason(status));
         EXPECT_EQ(head_text(out, kNow).rfind("HTTP/1.1 " + title + "\r\n", 0), 0u) << status;
         EXPECT_NE(out.body.find("<title>" + title + "</title>"), std::string::npos) << status;
@@ -59,26 +59,22 @@ TEST(ErrorResponse, EveryErrorStatusHasItsPage) {
 
 TEST(ErrorResponse, ConnectionHeader) {
     Response out;
-    build_error_response(400, false, kNow, out);
+    build_error_response(400, false, out);
     EXPECT_FALSE(out.keep_alive);
     EXPECT_NE(head_text(out, kNow).find("\r\nConnection: close\r\n\r\n"), std::string::npos);
 
     ReplyContext context;
-    context.now = kNow;
-    context.version_minor = 0;
     build_error_response(404, context, out);
     EXPECT_TRUE(out.keep_alive);
     EXPECT_NE(head_text(out, kNow, 0).find("\r\nConnection: keep-alive\r\n\r\n"),
               std::string::npos);
 
-    context.version_minor = 1;
     build_error_response(404, context, out);
     EXPECT_EQ(head_text(out, kNow).find("Connection:"), std::string::npos);
 }
 
 TEST(ErrorResponse, HeadGetsHeadersWithoutBody) {
     ReplyContext context;
-    context.now = kNow;
     context.head_request = true;
     Response out;
     build_error_response(405, context, out);
@@ -92,7 +88,7 @@ TEST(ErrorResponse, HeadGetsHeadersWithoutBody) {
 TEST(ErrorResponse, NoBodyStatuses) {
     for (int status : {100, 204, 304}) {
         Response out;
-        build_error_response(status, true, kNow, out);
+        build_error_response(status, true, out);
         EXPECT_TRUE(out.body.empty()) << status;
         EXPECT_EQ(head_text(out, kNow).find("Content-Length"), std::string::npos) << status;
         EXPECT_EQ(head_text(out, kNow).substr(head_text(out, kNow).size() - 4), "\r\n\r\n");
@@ -101,7 +97,7 @@ TEST(ErrorResponse, NoBodyStatuses) {
 
 TEST(ResponseReset, KeepsCapacity) {
     Response out;
-    build_error_response(404, false, kNow, out);
+    build_error_response(404, false, out);
     out.reset();
     EXPECT_EQ(out.head.field_count(), 0u);
     EXPECT_EQ(out.head.content_length, std::nullopt);

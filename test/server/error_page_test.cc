@@ -51,7 +51,7 @@ protected:
     // `extra`: a field the error carries ({name, value}), or none.
     Response error(int status, bool head = false, Header extra = {}) {
         Response out;
-        ReplyContext context{1700000000, true, head, 1};
+        ReplyContext context{true, head};
         build_error_response(status, context, out);
         if (!extra.name.empty()) out.head.add(extra.name, extra.value);
         return out;
