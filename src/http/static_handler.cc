@@ -145,7 +145,7 @@ StaticHandler::StaticHandler(const StaticOptions& options, UniqueFd root)
     : options_(options), root_(std::move(root)), mime_types_(MimeTypes::system()),
       cache_(root_.get(), options.cache_entries, options.cache_revalidate_ms) {}
 
-void StaticHandler::handle(const Request& request, bool keep_alive, time_t now, uint64_t now_ms,
+void StaticHandler::handle(const Request& request, bool keep_alive, uint64_t now_ms,
                            Response& out) {
     out.reset();
     ReplyContext context;

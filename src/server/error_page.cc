@@ -16,7 +16,7 @@ bool is_one_of(std::string_view name, std::initializer_list<std::string_view> na
 } // namespace
 
 bool apply_error_page(StaticHandler& files, const Request& request, std::string_view page,
-                      time_t now, uint64_t now_ms, Response& response, Response& scratch) {
+                      uint64_t now_ms, Response& response, Response& scratch) {
     // The page is fetched as a plain GET of its path (nginx turns any method
     // into GET for it; HEAD stays HEAD), with no validators and no Range: a
     // conditional or partial error page would make no sense.
@@ -29,7 +29,7 @@ bool apply_error_page(StaticHandler& files, const Request& request, std::string_
     fetch.host = request.host;
     fetch.keep_alive = response.keep_alive;
     fetch.accept_encoding = request.accept_encoding;
-    files.handle(fetch, response.keep_alive, now, now_ms, scratch);
+    files.handle(fetch, response.keep_alive, now_ms, scratch);
     if (scratch.head.status != 200) {
         scratch.reset();
         return false;

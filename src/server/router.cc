@@ -436,8 +436,7 @@ void Router::route_request(Exchange& exchange, RouteState& route, const Request&
         }
         }
     }
-    site.files->handle(request, exchange.keep_alive, exchange.now_s, exchange.now_ms,
-                       exchange.response);
+    site.files->handle(request, exchange.keep_alive, exchange.now_ms, exchange.response);
     if (exchange.response.head.status >= 400)
         apply_error_page(exchange, route, exchange.response.head.status);
 }
@@ -488,7 +487,7 @@ void Router::serve_x_accel(Exchange& exchange, RouteState& route) {
         }
         return;
     }
-    files->handle(fetch, exchange.keep_alive, exchange.now_s, exchange.now_ms, exchange.response);
+    files->handle(fetch, exchange.keep_alive, exchange.now_ms, exchange.response);
     Response& response = exchange.response;
     if (response.head.status >= 400) return apply_error_page(exchange, route, response.head.status);
     replace_fields(route.redirect_fields, response.head);

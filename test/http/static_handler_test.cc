@@ -113,7 +113,7 @@ protected:
         request.path = path;
         request.target = path;
         if (setup) setup(request);
-        handler().handle(request, keep_alive, kNow, now_ms_, response_);
+        handler().handle(request, keep_alive, now_ms_, response_);
         return response_;
     }
 
@@ -358,10 +358,10 @@ TEST_F(StaticHandlerTest, UnreadableFileIsForbidden) {
         Request request;
         request.path = "/hello.txt";
         Response out;
-        handler->handle(request, true, kNow, 0, out);
+        handler->handle(request, true, 0, out);
         if (out.head.status != 200) _exit(12); // the directory is readable to nobody
         request.path = "/private.txt";
-        handler->handle(request, true, kNow, 0, out);
+        handler->handle(request, true, 0, out);
         _exit(out.head.status == 403 ? 0 : 13);
     }
     int status = 0;
@@ -392,7 +392,7 @@ TEST_F(StaticHandlerTest, UnexpectedErrnoIsInternalError) {
         Request request;
         request.path = "/hello.txt";
         Response out;
-        handler->handle(request, true, kNow, 0, out);
+        handler->handle(request, true, 0, out);
         _exit(out.head.status == 500 && out.body.find("500 Internal Server Error") != out.body.npos
                   ? 0
                   : 13);

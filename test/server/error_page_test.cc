@@ -64,8 +64,7 @@ protected:
 
 TEST_F(ErrorPageTest, ServesThePageWithTheOriginalStatus) {
     Response response = error(404);
-    ASSERT_TRUE(
-        apply_error_page(*files_, request(), "/404.html", 1700000000, 0, response, scratch_));
+    ASSERT_TRUE(apply_error_page(*files_, request(), "/404.html", 0, response, scratch_));
     EXPECT_EQ(response.head.status, 404);
     EXPECT_TRUE(text(response).starts_with("HTTP/1.1 404 Not Found\r\n")) << text(response);
     EXPECT_NE(text(response).find("Content-Type: text/html"), std::string::npos);
@@ -83,8 +82,8 @@ TEST_F(ErrorPageTest, ServesThePageWithTheOriginalStatus) {
 
 TEST_F(ErrorPageTest, KeepsTheExtraHeadersOfTheError) {
     Response response = error(405, false, {"Allow", "GET, HEAD, OPTIONS"});
-    ASSERT_TRUE(apply_error_page(*files_, request(Method::Delete), "/404.html", 1700000000, 0,
-                                 response, scratch_));
+    ASSERT_TRUE(
+        apply_error_page(*files_, request(Method::Delete), "/404.html", 0, response, scratch_));
     EXPECT_TRUE(text(response).starts_with("HTTP/1.1 405 "));
     EXPECT_NE(text(response).find("Allow: GET, HEAD, OPTIONS\r\n"), std::string::npos);
     EXPECT_EQ(std::string(response.body), "<p>not here</p>\n");
@@ -92,8 +91,8 @@ TEST_F(ErrorPageTest, KeepsTheExtraHeadersOfTheError) {
 
 TEST_F(ErrorPageTest, HeadGetsTheHeadOnly) {
     Response response = error(404, true);
-    ASSERT_TRUE(apply_error_page(*files_, request(Method::Head), "/404.html", 1700000000, 0,
-                                 response, scratch_));
+    ASSERT_TRUE(
+        apply_error_page(*files_, request(Method::Head), "/404.html", 0, response, scratch_));
     EXPECT_NE(text(response).find("Content-Length: 16\r\n"), std::string::npos);
     EXPECT_TRUE(response.body.empty());
     EXPECT_EQ(response.file_length, 0u);
@@ -104,8 +103,7 @@ TEST_F(ErrorPageTest, MissingOrUnservablePageLeavesTheBuiltInOne) {
         Response response = error(404);
         std::string before = text(response);
         std::string body(response.body);
-        EXPECT_FALSE(apply_error_page(*files_, request(), page, 1700000000, 0, response, scratch_))
-            << page;
+        EXPECT_FALSE(apply_error_page(*files_, request(), page, 0, response, scratch_)) << page;
         EXPECT_EQ(text(response), before);
         EXPECT_EQ(std::string(response.body), body);
         EXPECT_NE(body.find("404 Not Found"), std::string::npos);
@@ -115,8 +113,7 @@ TEST_F(ErrorPageTest, MissingOrUnservablePageLeavesTheBuiltInOne) {
 TEST_F(ErrorPageTest, LargePageGoesBySendfile) {
     write("big.html", std::string(100000, 'x'));
     Response response = error(503, false, {"Retry-After", "1"});
-    ASSERT_TRUE(
-        apply_error_page(*files_, request(), "/big.html", 1700000000, 0, response, scratch_));
+    ASSERT_TRUE(apply_error_page(*files_, request(), "/big.html", 0, response, scratch_));
     EXPECT_TRUE(text(response).starts_with("HTTP/1.1 503 "));
     EXPECT_NE(text(response).find("Retry-After: 1\r\n"), std::string::npos);
     EXPECT_NE(text(response).find("Content-Length: 100000\r\n"), std::string::npos);
