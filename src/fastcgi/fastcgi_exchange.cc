@@ -76,10 +76,10 @@ void FastCgiExchange::end_body() {
     }
 }
 
-StreamState FastCgiExchange::failed(int status, std::string_view headers) {
+StreamState FastCgiExchange::failed(int status, std::span<const Header> fields) {
     if (head_reported_) return StreamState::Broken;
     error_status_ = status;
-    error_headers_ = headers;
+    error_fields_ = fields;
     return StreamState::Failed;
 }
 
@@ -94,7 +94,7 @@ StreamState FastCgiExchange::poll() {
                      "full or the wait timed out: 503",
                      pool_.options().address.text.c_str());
         }
-        return failed(503, "Retry-After: 1\r\n");
+        return failed(503, kRetryAfter);
     }
     if (upstream_queued()) return StreamState::Pending;
     UpstreamConnection* upstream = this->upstream();

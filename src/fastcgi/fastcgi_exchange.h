@@ -65,7 +65,7 @@ public:
     void consume(size_t bytes) override;
     bool ended() const override;
     int error_status() const override { return error_status_; }
-    std::string_view error_headers() const override { return error_headers_; }
+    std::span<const Header> error_fields() const override { return error_fields_; }
     void release() override;
 
     void on_upstream_progress() override;
@@ -74,7 +74,7 @@ private:
     void send_request(UpstreamConnection& upstream);
     // The error log's context of this request (http/exchange_log.h), for log_context.
     static void append_log_context(const void* self, std::string& out);
-    StreamState failed(int status, std::string_view headers = {});
+    StreamState failed(int status, std::span<const Header> fields = {});
 
     const Request& request() const { return redirected_ ? *redirected_ : *exchange_.request; }
 
@@ -91,7 +91,7 @@ private:
     bool length_known_ = true;
     StreamHead head_;
     int error_status_ = 0;
-    std::string_view error_headers_;
+    std::span<const Header> error_fields_;
     bool request_sent_ = false;
     bool body_ended_ = false;
     bool head_reported_ = false;

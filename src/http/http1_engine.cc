@@ -38,7 +38,7 @@ void Http1StatePool::release(std::unique_ptr<Http1RequestState> state, bool clea
         state->chunked.reset();
         state->exchange.response.reset();
         state->exchange.stream.reset();
-        state->exchange.stream_headers.clear();
+        state->exchange.stream_fields.clear();
     }
     state->input_begin = state->input_end = 0;
     // A large body or response must not stay pinned in the pool.
@@ -355,7 +355,7 @@ Http1Engine::Step Http1Engine::on_head_parsed() {
     exchange.body_holds_backend = false;
     body_rate_ = MinRate();
     exchange.stream_status = 0;
-    exchange.stream_headers.clear();
+    exchange.stream_fields.clear();
     in_exchange_ = true;
     accounted_ = false;
     if (request.content_length && *request.content_length > options.max_body_size)
@@ -379,8 +379,16 @@ Http1Engine::Step Http1Engine::dispatch() {
 }
 
 Http1Engine::Step Http1Engine::start_writing() {
-    const Response& response = state_->exchange.response;
-    account(response.status, response.body_bytes());
+    Http1RequestState& s = *state_;
+    const Response& response = s.exchange.response;
+    // The head as text, once, now that the connection's fate is known (a
+    // body read to its end or not): into the stream output buffer, which a
+    // complete answer does not otherwise use.
+    const Request* request = s.exchange.request;
+    write_http1_head(response.head, context_.clock.now_s, keep_alive_,
+                     request ? request->version_minor : 1, s.out);
+    s.out_sent = 0;
+    account(response.head.status, response.body_bytes());
     set_phase(Phase::Writing);
     return Step::Continue;
 }
@@ -405,7 +413,7 @@ Http1Engine::Step Http1Engine::respond_error(int status) {
     exchange.request_line = unparsed.substr(0, std::min(unparsed.find('\n'), kLoggedLineMax));
     if (exchange.request_line.ends_with('\r')) exchange.request_line.remove_suffix(1);
     exchange.response.reset();
-    build_error_response(status, false, context_.clock.now_s, exchange.response);
+    build_error_response(status, false, exchange.response);
     if (status == 400 || status == 414 || status == 431 || status == 501 || status == 505)
         log_info("client %s: %d: %s", info_.peer.to_string().c_str(), status,
                  s.parser.error_reason());
@@ -419,9 +427,9 @@ Http1Engine::Step Http1Engine::respond_error(int status) {
 
 // An error the engine must answer after the head was parsed: through the
 // handler, so that the site's error page applies.
-Http1Engine::Step Http1Engine::fail_exchange(int status, std::string_view extra_headers) {
+Http1Engine::Step Http1Engine::fail_exchange(int status, const ResponseHead* extra) {
     drop_answer();
-    context_.handler.fail(state_->exchange, status, extra_headers);
+    context_.handler.fail(state_->exchange, status, extra);
     body_done_ = true;
     return dispatch();
 }

@@ -219,7 +219,7 @@ private:
     // Answering.
     Step dispatch();
     Step respond_error(int status);
-    Step fail_exchange(int status, std::string_view extra_headers = {});
+    Step fail_exchange(int status, const ResponseHead* extra = nullptr);
     Step redirect_exchange();
     // Lets go of the answer in the making (the stream), before another.
     void drop_answer();

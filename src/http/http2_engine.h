@@ -153,7 +153,9 @@ private:
     void submit_response(Http2Stream& stream);
     void submit_stream_head(Http2Stream& stream);
     // The router must answer `status` itself (a stream failed, 413, 431).
-    void fail_exchange(Http2Stream& stream, int status, std::string_view extra_headers = {});
+    void fail_exchange(Http2Stream& stream, int status, const ResponseHead* extra = nullptr);
+    // A stream that reported Failed: its status and fields.
+    void fail_failed_stream(Http2Stream& stream);
     void redirect_exchange(Http2Stream& stream);
     // Lets go of the stream's answer in the making, before another.
     void drop_answer(Http2Stream& stream);

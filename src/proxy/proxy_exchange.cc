@@ -215,10 +215,10 @@ void ProxyExchange::end_body() {
     }
 }
 
-StreamState ProxyExchange::failed(int status, std::string_view headers) {
+StreamState ProxyExchange::failed(int status, std::span<const Header> fields) {
     if (head_reported_) return StreamState::Broken;
     error_status_ = status;
-    error_headers_ = headers;
+    error_fields_ = fields;
     return StreamState::Failed;
 }
 
@@ -255,7 +255,7 @@ StreamState ProxyExchange::poll() {
                              "queue is full or the wait timed out: 503",
                              pool_->options().address.text.c_str());
             }
-            return failed(503, "Retry-After: 1\r\n");
+            return failed(503, kRetryAfter);
         }
         if (backend_queued()) return StreamState::Pending;
         BackendConnection* backend = this->backend();

@@ -59,7 +59,7 @@ public:
     void consume(size_t bytes) override;
     bool ended() const override;
     int error_status() const override { return error_status_; }
-    std::string_view error_headers() const override { return error_headers_; }
+    std::span<const Header> error_fields() const override { return error_fields_; }
     void release() override;
 
     void on_backend_progress() override;
@@ -70,7 +70,7 @@ private:
     bool fail_over();
     // The request asks to switch protocols: it needs one of the backend's tunnel slots.
     bool wants_tunnel() const;
-    StreamState failed(int status, std::string_view headers = {});
+    StreamState failed(int status, std::span<const Header> fields = {});
 
     BackendGroup& group_;
     BackendPool* pool_;
@@ -83,7 +83,7 @@ private:
     StreamHead head_;
     size_t attempts_ = 1;
     int error_status_ = 0;
-    std::string_view error_headers_;
+    std::span<const Header> error_fields_;
     bool chunked_ = false; // the body goes chunked (the client's was)
     bool resend_complete_ = false;
     bool request_sent_ = false;

@@ -56,7 +56,7 @@ void AuthStream::route() {
     // its own): step aside while it does, then take what it made as the
     // inner answer.
     std::unique_ptr<ResponseStream> current = std::move(exchange_.stream);
-    exchange_.stream_headers.clear(); // the router adds the site's header rules again
+    exchange_.stream_fields.clear(); // the router adds the site's header rules again
     exchange_.response.reset();
     router_.resume(exchange_, *verdict_, user_, rule_, unknown_user_);
     if (exchange_.stream)

@@ -8,6 +8,7 @@
 // checking) goes on.
 #pragma once
 
+#include "http/response_head.h"
 #include "server/client_table.h"
 
 #include <cstdint>
@@ -36,9 +37,9 @@ struct RouteState {
     // The request's count against conn_limit / --conn-limit, given back with the state.
     ClientSlot conn_slot;
     // For a handler's internal redirect (X-Accel-Redirect): the URI to serve
-    // and the handler's header lines kept on that answer.
+    // and the handler's header fields kept on that answer.
     std::string redirect_target;
-    std::string redirect_headers;
+    ResponseHead redirect_fields;
 
     // Back to a fresh state, keeping the strings' capacity.
     void reset() {
@@ -49,7 +50,7 @@ struct RouteState {
         rate_checked = false;
         conn_slot.reset();
         redirect_target.clear();
-        redirect_headers.clear();
+        redirect_fields.clear();
     }
 };
 

@@ -59,8 +59,7 @@ private:
 
 ReplyContext reply_context(const Exchange& exchange) {
     const Request& request = *exchange.request;
-    return ReplyContext{exchange.now_s, exchange.keep_alive, request.is_head(),
-                        request.version_minor};
+    return ReplyContext{exchange.keep_alive, request.is_head()};
 }
 
 } // namespace
@@ -264,7 +263,7 @@ bool Router::redirect_to_https(Exchange& exchange, SiteHandlers& site) {
     size_t colon = host.rfind(':');
     if (colon != std::string_view::npos && host.find(']', colon) == std::string_view::npos)
         host = host.substr(0, colon);
-    std::string location = "Location: https://";
+    std::string location = "https://";
     location.append(host);
     if (site.config->https_redirect != 443) {
         location.push_back(':');
@@ -276,8 +275,9 @@ bool Router::redirect_to_https(Exchange& exchange, SiteHandlers& site) {
         size_t path = target.find('/', target.find("//") + 2);
         target = path == std::string_view::npos ? "/" : target.substr(path);
     }
-    location.append(target).append("\r\n");
-    build_error_response(301, reply_context(exchange), exchange.response, location);
+    location.append(target);
+    build_error_response(301, reply_context(exchange), exchange.response);
+    exchange.response.head.add("Location", location);
     return true;
 }
 
@@ -286,8 +286,8 @@ bool Router::serve_redirect(Exchange& exchange, SiteHandlers& site) {
     if (decode_path(exchange.request->path, path_) != 0) return false; // the files answer 400
     const Redirect* redirect = find_redirect(*site.config, path_);
     if (!redirect) return false;
-    std::string location = "Location: " + redirect->to + "\r\n";
-    build_error_response(redirect->status, reply_context(exchange), exchange.response, location);
+    build_error_response(redirect->status, reply_context(exchange), exchange.response);
+    exchange.response.head.add("Location", redirect->to);
     return true;
 }
 
@@ -325,7 +325,8 @@ bool Router::authorize(Exchange& exchange, RouteState& route, std::string_view d
         answer_unauthorized(exchange, route, *rule);
         return false;
     case BasicAuth::Outcome::Busy:
-        build_error_response(503, reply_context(exchange), exchange.response, "Retry-After: 1\r\n");
+        build_error_response(503, reply_context(exchange), exchange.response);
+        exchange.response.head.add("Retry-After", "1");
         return false;
     case BasicAuth::Outcome::Pending:
         exchange.stream = std::make_unique<AuthStream>(*this, exchange, *rule,
@@ -338,9 +339,9 @@ bool Router::authorize(Exchange& exchange, RouteState& route, std::string_view d
 void Router::answer_unauthorized(Exchange& exchange, RouteState& route, const AuthRule& rule) {
     // RFC 7617 §2.1: charset="UTF-8" tells the client how to encode the
     // user and password (the file's bytes are compared as they are).
-    std::string challenge =
-        "WWW-Authenticate: Basic realm=\"" + rule.realm + "\", charset=\"UTF-8\"\r\n";
-    build_error_response(401, reply_context(exchange), exchange.response, challenge);
+    std::string challenge = "Basic realm=\"" + rule.realm + "\", charset=\"UTF-8\"";
+    build_error_response(401, reply_context(exchange), exchange.response);
+    exchange.response.head.add("WWW-Authenticate", challenge);
     apply_error_page(exchange, route, 401);
 }
 
@@ -460,10 +461,9 @@ void Router::route_request(Exchange& exchange, RouteState& route, const Request&
         }
         }
     }
-    site.files->handle(request, exchange.keep_alive, exchange.now_s, exchange.now_ms,
-                       exchange.response);
-    if (exchange.response.status >= 400)
-        apply_error_page(exchange, route, exchange.response.status);
+    site.files->handle(request, exchange.keep_alive, exchange.now_ms, exchange.response);
+    if (exchange.response.head.status >= 400)
+        apply_error_page(exchange, route, exchange.response.head.status);
 }
 
 // A script's X-Accel-Redirect (or X-Sendfile, turned into a URI under the
@@ -512,10 +512,10 @@ void Router::serve_x_accel(Exchange& exchange, RouteState& route) {
         }
         return;
     }
-    files->handle(fetch, exchange.keep_alive, exchange.now_s, exchange.now_ms, exchange.response);
+    files->handle(fetch, exchange.keep_alive, exchange.now_ms, exchange.response);
     Response& response = exchange.response;
-    if (response.status >= 400) return apply_error_page(exchange, route, response.status);
-    replace_header_lines(route.redirect_headers, response.head);
+    if (response.head.status >= 400) return apply_error_page(exchange, route, response.head.status);
+    replace_fields(route.redirect_fields, response.head);
 }
 
 void Router::refuse_x_accel(Exchange& exchange, RouteState& route, std::string_view target,
@@ -533,22 +533,22 @@ void Router::add_rule_headers(Exchange& exchange, SiteHandlers& site) {
     // Matched on the decoded, normalised path: "/%70rivate/x", "//private/x"
     // and "/./private/x" are "/private/x" to the files, and so to the rules.
     if (decode_path(exchange.request->path, path_) != 0) return; // a 400: no site rules
-    rule_lines_.clear();
-    append_rule_headers(*site.config, path_, rule_lines_);
-    if (exchange.stream) {
-        exchange.stream_headers.append(rule_lines_);
-        return;
-    }
-    Response& response = exchange.response;
-    if (response.head.size() < 4) return;
-    response.head.insert(response.head.size() - 2, rule_lines_); // before the empty line
+    if (exchange.stream)
+        return lepus::add_rule_headers(*site.config, path_, exchange.stream_fields);
+    if (exchange.response.head.status == 0) return; // no answer to add to
+    lepus::add_rule_headers(*site.config, path_, exchange.response.head);
 }
 
-void Router::fail(Exchange& exchange, int status, std::string_view extra_headers) {
+void Router::fail(Exchange& exchange, int status, const ResponseHead* extra) {
     ScopedLogContext context(route_log_context(exchange));
     RouteState& route = route_of(exchange);
     site_of(exchange, route);
-    build_error_response(status, reply_context(exchange), exchange.response, extra_headers);
+    build_error_response(status, reply_context(exchange), exchange.response);
+    if (extra) {
+        extra->for_each([&](std::string_view name, std::string_view value) {
+            exchange.response.head.add(name, value);
+        });
+    }
     apply_error_page(exchange, route, status);
     answered(exchange, route);
 }

@@ -23,7 +23,7 @@
 //
 // To add a step: a member below and its case in run_steps (router.cc). To add a
 // response filter: response_filters.cc. To add a header rule kind:
-// site_table.cc (append_rule_headers).
+// site_table.cc (add_rule_headers).
 #pragma once
 
 #include "http/exchange.h"
@@ -53,7 +53,7 @@ public:
     Router(Worker& worker, const ServerOptions& options);
 
     void start(Exchange& exchange) override;
-    void fail(Exchange& exchange, int status, std::string_view extra_headers) override;
+    void fail(Exchange& exchange, int status, const ResponseHead* extra) override;
     void redirect(Exchange& exchange) override;
     void account(Exchange& exchange, int status, uint64_t body_bytes) override;
     void finish(Exchange& exchange) override;
@@ -109,8 +109,10 @@ private:
     void answer_unauthorized(Exchange& exchange, RouteState& route, const AuthRule& rule);
     // The decoded path the limits and access rules match (router_limits.cc).
     std::optional<std::string_view> rule_path(const Request& request);
-    // A limit or access rule refuses the request with `status` (router_limits.cc).
-    void refuse(Exchange& exchange, RouteState& route, int status, std::string_view extra_headers);
+    // A limit or access rule refuses the request with `status` (router_limits.cc),
+    // with a Retry-After unless it is 0.
+    void refuse(Exchange& exchange, RouteState& route, int status,
+                unsigned retry_after_seconds = 0);
     // One error-log line in nginx's form for a request, which fail2ban's
     // filters read: "*FD WHAT, client: ADDR, server: NAME, request: "...", host: "..."".
     void log_refusal(const Exchange& exchange, const RouteState& route, std::string_view what);
@@ -150,7 +152,6 @@ private:
     std::string path_;                             // scratch: the decoded path
     std::string candidate_;                        // scratch: a try_files candidate, expanded
     std::string rewritten_path_, rewritten_query_; // scratch: try_files's fallback
-    std::string rule_lines_;                       // scratch: header rule lines
     std::string log_line_;                         // scratch: the access log line
     Response page_scratch_;                        // scratch: a static error page
     std::string credentials_;                      // scratch: decoded basic credentials

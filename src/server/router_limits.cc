@@ -17,8 +17,7 @@ constexpr uint32_t kGlobalConnZone = 1;
 
 ReplyContext reply_context(const Exchange& exchange) {
     const Request& request = *exchange.request;
-    return ReplyContext{exchange.now_s, exchange.keep_alive, request.is_head(),
-                        request.version_minor};
+    return ReplyContext{exchange.keep_alive, request.is_head()};
 }
 
 std::string_view site_name(const SiteHandlers& site) {
@@ -29,10 +28,12 @@ std::string_view site_name(const SiteHandlers& site) {
 } // namespace
 
 void Router::refuse(Exchange& exchange, RouteState& route, int status,
-                    std::string_view extra_headers) {
+                    unsigned retry_after_seconds) {
     // The body of a refused request stays unread: the connection cannot go on.
     if (exchange.request->has_body()) exchange.keep_alive = false;
-    build_error_response(status, reply_context(exchange), exchange.response, extra_headers);
+    build_error_response(status, reply_context(exchange), exchange.response);
+    if (retry_after_seconds != 0)
+        exchange.response.head.add("Retry-After", std::to_string(retry_after_seconds));
     apply_error_page(exchange, route, status);
 }
 
@@ -88,7 +89,7 @@ Router::StepOutcome Router::step_conn_limit(Exchange& exchange, RouteState& rout
     if (log) // as the rate's: one line per client per ClientTable::kLogIntervalMs
         log_refusal(exchange, route,
                     "limiting connections to " + std::to_string(limit) + " per client");
-    refuse(exchange, route, 503, "Retry-After: 1\r\n");
+    refuse(exchange, route, 503, 1);
     return StepOutcome::Answered;
 }
 
@@ -118,9 +119,7 @@ Router::StepOutcome Router::step_rate_limit(Exchange& exchange, RouteState& rout
     if (verdict.log) {
         log_refusal(exchange, route, "limiting requests by the limits rule at " + rule->origin);
     }
-    std::string retry_after =
-        "Retry-After: " + std::to_string(retry_after_seconds(verdict.retry_after_ms)) + "\r\n";
-    refuse(exchange, route, rule->status, retry_after);
+    refuse(exchange, route, rule->status, retry_after_seconds(verdict.retry_after_ms));
     return StepOutcome::Answered;
 }
 
@@ -130,7 +129,7 @@ Router::StepOutcome Router::step_allow_deny(Exchange& exchange, RouteState& rout
     const AccessRule* rule = path ? find_access_rule(*route.site->config, *path) : nullptr;
     if (!rule || access_allows(*rule, exchange.client)) return StepOutcome::Continue;
     log_refusal(exchange, route, "access forbidden by rule");
-    refuse(exchange, route, 403, {});
+    refuse(exchange, route, 403);
     return StepOutcome::Answered;
 }
 

@@ -62,14 +62,14 @@ const Redirect* find_redirect(const SiteConfig& site, std::string_view path) {
     return nullptr;
 }
 
-void append_rule_headers(const SiteConfig& site, std::string_view path, std::string& out) {
+void add_rule_headers(const SiteConfig& site, std::string_view path, ResponseHead& out) {
     for (const HeaderRule& rule : site.headers) {
         std::string_view match = rule.match;
         bool applies = match == "*" ||
                        (match.starts_with("*.") && ends_with_extension(path, match.substr(1))) ||
                        (match.starts_with("/") && path.starts_with(match));
         if (!applies) continue;
-        out.append(rule.name).append(": ").append(rule.value).append("\r\n");
+        out.add(rule.name, rule.value);
     }
 }
 

@@ -2,6 +2,7 @@
 // per-site rules applied around the static handler (redirects, extra headers).
 #pragma once
 
+#include "http/response_head.h"
 #include "server/config_file.h"
 
 #include <string>
@@ -32,7 +33,7 @@ private:
 // The redirect configured for exactly `path` (decoded, without the query), or nullptr.
 const Redirect* find_redirect(const SiteConfig& site, std::string_view path);
 
-// Appends "Name: value\r\n" for every header rule of `site` that matches `path`.
-void append_rule_headers(const SiteConfig& site, std::string_view path, std::string& out);
+// Adds a field for every header rule of `site` that matches `path`.
+void add_rule_headers(const SiteConfig& site, std::string_view path, ResponseHead& out);
 
 } // namespace lepus

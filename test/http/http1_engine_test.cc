@@ -32,7 +32,7 @@ public:
     void consume(size_t bytes) override { body_.erase(0, bytes); }
     bool ended() const override { return ended_; }
     int error_status() const override { return 503; }
-    std::string_view error_headers() const override { return "Retry-After: 1\r\n"; }
+    std::span<const Header> error_fields() const override { return kRetryAfter; }
     void release() override {
         if (released_count) ++*released_count;
     }
@@ -62,19 +62,23 @@ public:
         }
         Response& response = exchange.response;
         body = "hello " + std::string(request.path);
-        begin_head(200, exchange.now_s, response);
-        response.head += "Content-Length: " + std::to_string(body.size()) + "\r\n";
-        finish_head(exchange.keep_alive, request.version_minor, response);
+        begin_head(200, exchange.keep_alive, response);
+        response.head.content_length = body.size();
         if (!request.is_head()) response.body = body;
     }
-    void fail(Exchange& exchange, int status, std::string_view extra_headers) override {
+    void fail(Exchange& exchange, int status, const ResponseHead* extra) override {
         failures.push_back(status);
-        ReplyContext context{exchange.now_s, exchange.keep_alive, false, 1};
-        build_error_response(status, context, exchange.response, extra_headers);
+        ReplyContext context{exchange.keep_alive, false};
+        build_error_response(status, context, exchange.response);
+        if (extra) {
+            extra->for_each([&](std::string_view name, std::string_view value) {
+                exchange.response.head.add(name, value);
+            });
+        }
     }
     void redirect(Exchange& exchange) override {
         // No stream of these tests redirects; an answer that says so if one did.
-        fail(exchange, 508, {});
+        fail(exchange, 508, nullptr);
     }
     void account(Exchange& exchange, int status, uint64_t body_bytes) override {
         finished.push_back({status, body_bytes, exchange.request != nullptr});

@@ -47,15 +47,17 @@ TEST(SiteRules, HeadersByExtensionPrefixOrAll) {
     site.headers = {{"*.css", "Cache-Control", "max-age=3600"},
                     {"/static/", "X-Static", "1"},
                     {"*", "X-Site", "a"}};
-    std::string out;
-    append_rule_headers(site, "/static/app.css", out);
-    EXPECT_EQ(out, "Cache-Control: max-age=3600\r\nX-Static: 1\r\nX-Site: a\r\n");
-    out.clear();
-    append_rule_headers(site, "/index.html", out);
-    EXPECT_EQ(out, "X-Site: a\r\n");
-    out.clear();
-    append_rule_headers(site, "/.css", out); // a dotfile, not the extension
-    EXPECT_EQ(out, "X-Site: a\r\n");
+    auto lines = [&](std::string_view path) {
+        ResponseHead head;
+        add_rule_headers(site, path, head);
+        std::string out;
+        head.append_http1_fields(out);
+        return out;
+    };
+    EXPECT_EQ(lines("/static/app.css"),
+              "Cache-Control: max-age=3600\r\nX-Static: 1\r\nX-Site: a\r\n");
+    EXPECT_EQ(lines("/index.html"), "X-Site: a\r\n");
+    EXPECT_EQ(lines("/.css"), "X-Site: a\r\n"); // a dotfile, not the extension
 }
 
 } // namespace
