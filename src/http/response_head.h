@@ -73,6 +73,9 @@ public:
     size_t field_count() const { return block_fields_.size() + fields_.size(); }
     // Back to the empty state, keeping capacity.
     void clear();
+    // Bytes this head holds of its own (not the shared block): what a stream
+    // that cannot send keeps in memory (the HTTP/2 engine's bound).
+    size_t capacity() const { return text_.capacity() + fields_.capacity() * sizeof(FieldAt); }
 
     // The fields as HTTP/1.1 lines (the block's text copied in one piece).
     void append_http1_fields(std::string& out) const;

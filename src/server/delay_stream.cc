@@ -38,7 +38,7 @@ void DelayStream::route() {
     // As AuthStream::route: the router answers into the exchange, where this
     // stream sits; step aside while it does.
     std::unique_ptr<ResponseStream> current = std::move(exchange_.stream);
-    exchange_.stream_headers.clear();
+    exchange_.stream_fields.clear();
     exchange_.response.reset();
     router_.resume_delayed(exchange_);
     if (exchange_.stream)

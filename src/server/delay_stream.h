@@ -28,7 +28,7 @@ public:
     void consume(size_t bytes) override { inner_->consume(bytes); }
     bool ended() const override { return inner_->ended(); }
     int error_status() const override { return inner_->error_status(); }
-    std::string_view error_headers() const override { return inner_->error_headers(); }
+    std::span<const Header> error_fields() const override { return inner_->error_fields(); }
     void release() override;
 
 private:
