@@ -2,6 +2,7 @@
 
 #include "acme/http_challenges.h"
 #include "acme/keys.h"
+#include "log/error_log.h"
 #include "net/tls_alpn_challenge.h"
 
 #include <chrono>
@@ -237,7 +238,10 @@ void AcmeClient::authorize(const std::string& url, const std::vector<ChallengeTy
         pause(stopping, retry_after_of(authorization.response));
         authorization = post(url, "", "authorization");
         std::string status = authorization.body.value("status", "");
-        if (status == "valid") return;
+        if (status == "valid") {
+            log_info("ACME: %s validated by %s", name.c_str(), challenge_name(type).c_str());
+            return;
+        }
         if (status != "pending" || poll == kPolls) {
             json problem = json::object();
             for (const json& challenge : authorization.body.value("challenges", json::array()))

@@ -25,6 +25,10 @@ size_t append_header(char* data, size_t size, size_t count, void* response) {
     return size * count;
 }
 
+int check_cancel(void* cancel, curl_off_t, curl_off_t, curl_off_t, curl_off_t) {
+    return cancel && static_cast<const std::atomic<bool>*>(cancel)->load() ? 1 : 0;
+}
+
 } // namespace
 
 void init_http_client_library() {
@@ -32,7 +36,8 @@ void init_http_client_library() {
     std::call_once(once, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
 }
 
-HttpClient::HttpClient(std::string ca_root) : ca_root_(std::move(ca_root)) {
+HttpClient::HttpClient(std::string ca_root, const std::atomic<bool>* cancel)
+    : ca_root_(std::move(ca_root)), cancel_(cancel) {
     curl_ = curl_easy_init();
 }
 
@@ -67,6 +72,11 @@ HttpResponse HttpClient::perform(const std::string& url, const char* method,
     curl_easy_setopt(curl, CURLOPT_TIMEOUT, 60L);
     curl_easy_setopt(curl, CURLOPT_PROTOCOLS_STR, "https,http");
     curl_easy_setopt(curl, CURLOPT_USERAGENT, "lepus-acme/1");
+    if (cancel_) {
+        curl_easy_setopt(curl, CURLOPT_NOPROGRESS, 0L);
+        curl_easy_setopt(curl, CURLOPT_XFERINFOFUNCTION, check_cancel);
+        curl_easy_setopt(curl, CURLOPT_XFERINFODATA, const_cast<std::atomic<bool>*>(cancel_));
+    }
     if (!ca_root_.empty()) curl_easy_setopt(curl, CURLOPT_CAINFO, ca_root_.c_str());
     curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, append_body);
     curl_easy_setopt(curl, CURLOPT_WRITEDATA, &response);

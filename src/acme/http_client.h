@@ -3,6 +3,7 @@
 // every call blocks until the CA answers or the timeout passes.
 #pragma once
 
+#include <atomic>
 #include <map>
 #include <string>
 
@@ -24,8 +25,9 @@ struct HttpResponse {
 class HttpClient {
 public:
     // `ca_root`: a PEM file trusted instead of the system's roots (a private
-    // or test CA); empty: the system's.
-    explicit HttpClient(std::string ca_root);
+    // or test CA); empty: the system's. A request in flight is given up
+    // within a second of `cancel` becoming true (lepus stopping).
+    HttpClient(std::string ca_root, const std::atomic<bool>* cancel = nullptr);
     ~HttpClient();
     HttpClient(const HttpClient&) = delete;
     HttpClient& operator=(const HttpClient&) = delete;
@@ -39,6 +41,7 @@ private:
     HttpResponse perform(const std::string& url, const char* method, const std::string* body);
 
     std::string ca_root_;
+    const std::atomic<bool>* cancel_;
     CURL* curl_ = nullptr;
 };
 

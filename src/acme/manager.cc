@@ -35,6 +35,7 @@ AcmeManager::~AcmeManager() {
         std::lock_guard lock(mutex_);
         stop_ = true;
     }
+    cancel_ = true;
     wake_.notify_all();
     if (thread_.joinable()) thread_.join();
 }
@@ -126,7 +127,7 @@ void AcmeManager::attend(Managed& certificate) {
                     return false;
                 }
             }
-            HttpClient http(options_.ca_root);
+            HttpClient http(options_.ca_root, &cancel_);
             AcmeClient client(http, account_key.get(), options_.directory_url, options_.email);
             IssuedCertificate out;
             log_info("ACME: %s: ordering a certificate from %s", name_list.c_str(),

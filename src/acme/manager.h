@@ -11,6 +11,7 @@
 
 #include "acme/client.h"
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -70,6 +71,7 @@ private:
     std::mutex mutex_;
     std::condition_variable wake_;
     bool stop_ = false;
+    std::atomic<bool> cancel_{false}; // stop_, for libcurl's progress callback
     std::thread thread_;
 };
 

@@ -35,8 +35,8 @@ struct TlsCertificate {
 
 // The certificates of one site, for the names it serves.
 struct TlsSite {
-    std::vector<std::string> names; // "example.com", "*.example.com"
-    std::vector<TlsCertificate> certificates;
+    std::vector<std::string> names;           // "example.com", "*.example.com"
+    std::vector<TlsCertificate> certificates; // none: refused with an alert (ACME, not issued yet)
 };
 
 struct TlsSettings {

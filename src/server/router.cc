@@ -1,5 +1,6 @@
 #include "server/router.h"
 
+#include "acme/http_challenges.h"
 #include "base/ascii.h"
 #include "fastcgi/fastcgi_exchange.h"
 #include "http/path.h"
@@ -126,14 +127,15 @@ void Router::run_steps(Exchange& exchange, RouteState& route, size_t first) {
     switch (first) {
         LEPUS_STEP(0, !options.trusted_proxies.empty() && !options.proxy_protocol, step_client);
         LEPUS_STEP(1, true, step_site);
-        LEPUS_STEP(2, !options.status_path.empty(), step_status_page);
-        LEPUS_STEP(3, route.site->config, step_redirects);
-        LEPUS_STEP(4, route.site->config && !route.site->config->auth.empty(), step_access);
-        LEPUS_STEP(5, route.site->x_accel, step_internal);
-        LEPUS_STEP(6, route.site->proxy, step_proxy);
-        LEPUS_STEP(7, route.site->try_files, step_try_files);
-    case 8:
-        step = 8;
+        LEPUS_STEP(2, !acme::HttpChallenges::process().empty(), step_acme_challenge);
+        LEPUS_STEP(3, !options.status_path.empty(), step_status_page);
+        LEPUS_STEP(4, route.site->config, step_redirects);
+        LEPUS_STEP(5, route.site->config && !route.site->config->auth.empty(), step_access);
+        LEPUS_STEP(6, route.site->x_accel, step_internal);
+        LEPUS_STEP(7, route.site->proxy, step_proxy);
+        LEPUS_STEP(8, route.site->try_files, step_try_files);
+    case 9:
+        step = 9;
         outcome = step_handler(exchange, route);
         break;
     default:
