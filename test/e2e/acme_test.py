@@ -364,6 +364,57 @@ class AcmeTest(unittest.TestCase):
         self.assertEqual(code, 0, error)
         self.assertEqual(body, b"hello over acme\n")
 
+    def test_renewal_is_swapped_in_while_a_download_runs(self):
+        # A 30 s certificate is renewed 20 s in: new connections get the new
+        # one, a download started on the old one completes.
+        size = 32 * 1024 * 1024
+        with open(os.path.join(self.root, "big.bin"), "wb") as f:
+            f.write(os.urandom(1024) * (size // 1024))
+        self.start_pebble(self.plain_port, self.closed_port, validity_seconds=30)
+        server = self.start_lepus(["127.0.0.1:%d" % self.plain_port,
+                                   "https://127.0.0.1:%d" % self.tls_port])
+        self.wait_until_served(server)
+        first_serial = served_serial(self.tls_port)
+        context = ssl.create_default_context(cafile=self.pebble.root())
+        raw = socket.create_connection(("127.0.0.1", self.tls_port), timeout=30)
+        with context.wrap_socket(raw, server_hostname=NAME) as download:
+            download.sendall(b"GET /big.bin HTTP/1.1\r\nHost: " + NAME.encode() +
+                             b"\r\nConnection: close\r\n\r\n")
+            received = download.recv(65536)
+            # Read a trickle until new connections see the renewed certificate.
+            deadline = time.monotonic() + 90
+            while served_serial(self.tls_port) == first_serial:
+                self.assertLess(time.monotonic(), deadline, "no renewal within 90 s")
+                received += download.recv(1024)
+                time.sleep(0.2)
+            while True:
+                chunk = download.recv(1 << 20)
+                if not chunk:
+                    break
+                received += chunk
+            old_serial = subprocess.run(
+                [harness.OPENSSL, "x509", "-inform", "DER", "-noout", "-serial"],
+                input=download.getpeercert(binary_form=True), capture_output=True,
+                check=True).stdout.decode().strip()
+        head, _, body = received.partition(b"\r\n\r\n")
+        self.assertTrue(head.startswith(b"HTTP/1.1 200"), head[:200])
+        self.assertEqual(len(body), size)
+        self.assertEqual(old_serial, first_serial)  # the download kept its certificate
+        self.assert_https_works(self.tls_port)
+
+    def test_site_table_with_tls_acme(self):
+        config = os.path.join(self.tmp, "lepus.toml")
+        with open(config, "w") as f:
+            f.write('[[site]]\nserver_names = ["%s"]\nroot = "%s"\ntls = "acme"\n'
+                    % (NAME, self.root))
+        self.start_pebble(self.plain_port, self.closed_port)
+        server = AcmeLepus(self.pebble, ["127.0.0.1:%d" % self.plain_port,
+                                         "https://127.0.0.1:%d" % self.tls_port],
+                           self.state, self.root, ["--config", config])
+        self.servers.append(server)
+        self.wait_until_served(server)
+        self.assert_https_works(self.tls_port)
+
 
 if __name__ == "__main__":
     harness.main()
