@@ -1,5 +1,6 @@
 #include "acme/manager.h"
 
+#include "acme/http_challenges.h"
 #include "acme/keys.h"
 #include "acme/storage.h"
 #include "base/unique_fd.h"
@@ -42,8 +43,10 @@ AcmeManager::~AcmeManager() {
 
 bool AcmeManager::start(std::string& error) {
     if (!make_private_folder(options_.state_dir + "/certificates", error) ||
-        !make_private_folder(options_.state_dir + "/acme/accounts", error))
+        !make_private_folder(options_.state_dir + "/acme/accounts", error) ||
+        !make_private_folder(options_.state_dir + "/acme/challenges", error))
         return false;
+    HttpChallenges::process().share_through(options_.state_dir + "/acme/challenges");
     init_http_client_library();
     thread_ = std::thread([this] { run(); });
     return true;

@@ -2,6 +2,8 @@
 // /var/lib/lepus, systemd's StateDirectory=lepus): folders 0700, keys 0600.
 //
 //   STATE/acme/accounts/HOST/account.key     the account key, per CA
+//   STATE/acme/challenges/TOKEN              HTTP-01 answers while validated,
+//                                            for every instance to give
 //   STATE/certificates/NAME/fullchain.pem    the chain served for a site
 //   STATE/certificates/NAME/privkey.pem      its key
 //   STATE/certificates/NAME/.lock            taken (flock) while ordering, so

@@ -127,7 +127,7 @@ void Router::run_steps(Exchange& exchange, RouteState& route, size_t first) {
     switch (first) {
         LEPUS_STEP(0, !options.trusted_proxies.empty() && !options.proxy_protocol, step_client);
         LEPUS_STEP(1, true, step_site);
-        LEPUS_STEP(2, !acme::HttpChallenges::process().empty(), step_acme_challenge);
+        LEPUS_STEP(2, acme::HttpChallenges::process().answering(), step_acme_challenge);
         LEPUS_STEP(3, !options.status_path.empty(), step_status_page);
         LEPUS_STEP(4, route.site->config, step_redirects);
         LEPUS_STEP(5, route.site->config && !route.site->config->auth.empty(), step_access);

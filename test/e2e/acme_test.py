@@ -415,6 +415,44 @@ class AcmeTest(unittest.TestCase):
         self.wait_until_served(server)
         self.assert_https_works(self.tls_port)
 
+    def test_two_instances_on_one_state_folder_order_once(self):
+        # The validator reaches the first instance only, whichever of the two
+        # orders: the HTTP-01 answer is shared through the state folder.
+        self.start_pebble(self.plain_port, self.closed_port)
+        other_tls_port = harness.free_port()
+        first = self.start_lepus(["127.0.0.1:%d" % self.plain_port,
+                                  "https://127.0.0.1:%d" % self.tls_port])
+        second = self.start_lepus(["127.0.0.1:%d" % harness.free_port(),
+                                   "https://127.0.0.1:%d" % other_tls_port])
+        self.wait_until_served(first)
+        self.wait_until_served(second)
+        self.assertEqual(self.pebble.log_text().count("POST /order-plz"), 1)
+        texts = first.text() + second.text()
+        self.assertEqual(texts.count("certificate issued"), 1, texts[-3000:])
+        self.assertEqual(texts.count("certificate found in"), 1, texts[-3000:])
+        self.assertEqual(served_serial(self.tls_port), served_serial(other_tls_port))
+        self.assert_https_works(self.tls_port)
+        self.assert_https_works(other_tls_port)
+
+    def test_an_instance_answers_the_challenge_of_another(self):
+        # The validator reaches only `front`, which manages another name;
+        # `orderer` orders NAME and its HTTP-01 answer is given by `front`
+        # from the shared state folder.
+        self.start_pebble(self.plain_port, self.closed_port)
+        front = AcmeLepus(self.pebble, ["127.0.0.1:%d" % self.plain_port], self.state, self.root,
+                          ["--domain", "front.example.com"])
+        self.servers.append(front)
+        orderer = self.start_lepus(["127.0.0.1:%d" % harness.free_port(),
+                                    "https://127.0.0.1:%d" % self.tls_port])
+        self.wait_until_served(orderer)
+        self.assertIn("ACME: %s validated by http-01" % NAME, orderer.text())
+        self.assertIn("http://%s:%d/.well-known/acme-challenge/" % (NAME, self.plain_port),
+                      self.pebble.log_text())
+        self.assert_https_works(self.tls_port)
+        # Answers are withdrawn once validated (front's own order done too).
+        self.wait_until_served(front)
+        self.assertEqual(os.listdir(os.path.join(self.state, "acme", "challenges")), [])
+
 
 if __name__ == "__main__":
     harness.main()
