@@ -38,6 +38,8 @@ struct AcmeOptions {
     // The first retry after a failure; doubled each time, up to retry_max.
     std::chrono::milliseconds retry_base{std::chrono::seconds(60)};
     std::chrono::milliseconds retry_max{std::chrono::hours(12)};
+
+    bool operator==(const AcmeOptions&) const = default;
 };
 
 class AcmeManager {

@@ -6,6 +6,7 @@
 #include "net/tls_listen_scheme.h"
 #include "server/detail/option_groups.h"
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 namespace lepus {
@@ -29,6 +30,27 @@ std::string check_domain(const std::string& name) {
 
 bool readable(const std::string& path) {
     return ::access(path.c_str(), R_OK) == 0;
+}
+
+// The state folder must be one this process can write, or be makeable in the
+// nearest folder above it that exists (-t says so before the start does).
+std::string check_state_dir(const std::string& path) {
+    std::string existing = path;
+    struct stat st {};
+    while (::stat(existing.c_str(), &st) != 0) {
+        size_t slash = existing.find_last_of('/');
+        if (slash == std::string::npos) {
+            existing = ".";
+            break;
+        }
+        existing = slash == 0 ? "/" : existing.substr(0, slash);
+    }
+    if (::stat(existing.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
+        return "--state-dir '" + path + "': '" + existing + "' is not a folder";
+    if (::access(existing.c_str(), W_OK | X_OK) != 0)
+        return "--state-dir '" + path + "': '" + existing + "' is not writable by uid " +
+               std::to_string(::geteuid());
+    return {};
 }
 
 } // namespace
@@ -75,6 +97,7 @@ std::string finish_acme_options(ServerOptions& options) {
     if (!retry || *retry == 0) return "--acme-retry '" + options.acme_retry + "' is not a duration";
     options.acme_retry_ms = *retry;
     if (options.state_dir.empty()) return "--state-dir must not be empty";
+    if (std::string error = check_state_dir(options.state_dir); !error.empty()) return error;
     if (!options.acme_ca_root.empty() && !readable(options.acme_ca_root))
         return "cannot read --acme-ca-root '" + options.acme_ca_root + "'";
     for (const std::string& name : options.domains)

@@ -145,7 +145,7 @@ bool choose_in_reactor_accept(const ServerOptions& options, unsigned reactors,
 
 struct Server::State {
     State(const ServerOptions& options, int argc, char** argv)
-        : options(options), argc(argc), argv(argv) {}
+        : options(options), argc(argc), argv(argv), latest(options) {}
 
     bool open_listeners(std::string& error);
     bool load_tls(std::string& error);
@@ -186,6 +186,9 @@ struct Server::State {
     std::thread acceptor_thread;
     std::atomic<unsigned> running{0};
     std::unique_ptr<acme::AcmeManager> acme; // with --domain or tls = "acme"
+    // The options in force: those of the start, then of the last good reload
+    // (an ACME certificate swaps the TLS context these describe).
+    ServerOptions latest;
 };
 
 Server::Server(const ServerOptions& options, int argc, char** argv)
@@ -260,8 +263,8 @@ bool Server::State::open_listeners(std::string& error) {
 // The certificates were checked when the options were parsed; they are read
 // again here, so a file changed in between is caught as well.
 bool Server::State::load_tls(std::string& error) {
-    if (!uses_tls(options)) return true;
-    SslContextRef context = build_tls_context(tls_settings(options), error);
+    if (!uses_tls(latest)) return true;
+    SslContextRef context = build_tls_context(tls_settings(latest), error);
     if (!context) return false;
     TlsContextSlot::process().publish(std::move(context));
     return true;
@@ -332,10 +335,11 @@ bool Server::State::write_pid_file(std::string& error) {
 // After dropping privileges: the state folder and what the ACME thread
 // writes there belong to the service user, who renews them later.
 bool Server::State::start_acme(std::string& error) {
-    if (!uses_acme(options)) return true;
+    acme.reset(); // after a reload that changed what is managed: the old thread first
+    if (!uses_acme(latest)) return true;
     // The ACME thread only tells the main thread, which swaps the TLS context
     // as a reload does (a signal, because the main thread waits in sigtimedwait).
-    acme = std::make_unique<acme::AcmeManager>(acme_options(options),
+    acme = std::make_unique<acme::AcmeManager>(acme_options(latest),
                                                [] { ::kill(::getpid(), SIGUSR2); });
     if (acme->start(error)) return true;
     error = "--state-dir: " + error;
@@ -407,7 +411,7 @@ void Server::State::wait_for_signals() {
             for (unsigned i = 0; i < threads; ++i)
                 counts += (i ? " " : "") + std::to_string(loads[i].live_connections.load());
             log_info("SIGUSR1: logs reopened; connections per reactor: %s", counts.c_str());
-        } else if (signal_number == SIGUSR2 && !stopping && uses_tls(options)) {
+        } else if (signal_number == SIGUSR2 && !stopping && uses_tls(latest)) {
             // New connections get the certificates now stored; those in flight keep theirs.
             std::string error;
             if (load_tls(error))
@@ -416,7 +420,15 @@ void Server::State::wait_for_signals() {
                 log_error("TLS: the new certificates do not load (%s); keeping the running ones",
                           error.c_str());
         } else if (signal_number == SIGHUP && !stopping) {
-            reload(argc, argv, options, worker_list, logs.sites, listening);
+            std::optional<ServerOptions> applied;
+            reload(argc, argv, options, worker_list, logs.sites, listening, &applied);
+            if (applied) {
+                bool acme_changed = acme_options(*applied) != acme_options(latest);
+                latest = std::move(*applied);
+                std::string error;
+                if (acme_changed && !start_acme(error))
+                    log_error("SIGHUP: ACME not restarted: %s", error.c_str());
+            }
         } else if (signal_number == SIGTERM || signal_number == SIGINT ||
                    signal_number == SIGQUIT) {
             if (stopping && signal_number == SIGINT) {

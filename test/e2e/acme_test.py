@@ -9,6 +9,7 @@ so, when pebble is not installed."""
 import json
 import os
 import shutil
+import signal
 import socket
 import ssl
 import stat
@@ -452,6 +453,34 @@ class AcmeTest(unittest.TestCase):
         # Answers are withdrawn once validated (front's own order done too).
         self.wait_until_served(front)
         self.assertEqual(os.listdir(os.path.join(self.state, "acme", "challenges")), [])
+
+    def test_a_reload_adding_an_acme_site_orders_its_certificate(self):
+        config = os.path.join(self.tmp, "lepus.toml")
+        site = '[[site]]\nserver_names = ["%s"]\nroot = "%s"\ntls = "acme"\n'
+
+        def write_config(names):
+            with open(config, "w") as f:
+                f.write('listen = ["127.0.0.1:%d", "https://127.0.0.1:%d"]\n'
+                        % (self.plain_port, self.tls_port))
+                for name in names:
+                    f.write(site % (name, self.root))
+
+        write_config([NAME])
+        self.start_pebble(self.plain_port, self.closed_port)
+        server = AcmeLepus(self.pebble, [], self.state, self.root, ["--config", config])
+        self.servers.append(server)
+        self.wait_until_served(server)
+        self.assert_https_works(self.tls_port)
+        write_config([NAME, "second.example.com"])
+        server.process.send_signal(signal.SIGHUP)
+        wait_for(lambda: "ACME: second.example.com: certificate issued" in server.text(),
+                 "the new site's certificate")
+        root = self.pebble.root()
+        wait_for(lambda: https_get(self.tls_port, root, name="second.example.com")[0] == 0,
+                 "the new site served over HTTPS")
+        code, body, error = https_get(self.tls_port, root)  # the first site still served
+        self.assertEqual(code, 0, error)
+        self.assertEqual(self.pebble.log_text().count("POST /order-plz"), 2)
 
 
 if __name__ == "__main__":
