@@ -27,7 +27,7 @@ std::string bio_text(BIO* bio) {
 std::string fixed_32(const BIGNUM* number) {
     unsigned char bytes[32];
     if (BN_bn2binpad(number, bytes, sizeof bytes) != sizeof bytes) return {};
-    return std::string(reinterpret_cast<char*>(bytes), sizeof bytes);
+    return {reinterpret_cast<char*>(bytes), sizeof bytes};
 }
 
 std::string coordinate(EVP_PKEY* key, const char* which) {
@@ -79,7 +79,7 @@ std::string base64url(std::string_view bytes) {
 std::string sha256(std::string_view bytes) {
     unsigned char digest[SHA256_DIGEST_LENGTH];
     SHA256(reinterpret_cast<const unsigned char*>(bytes.data()), bytes.size(), digest);
-    return std::string(reinterpret_cast<char*>(digest), sizeof digest);
+    return {reinterpret_cast<char*>(digest), sizeof digest};
 }
 
 EvpKey generate_p256_key() {
@@ -191,7 +191,7 @@ X509Ptr make_tls_alpn_certificate(EVP_PKEY* key, const std::string& name,
     bool ok = X509_set_version(x, X509_VERSION_3) == 1 && serial_number &&
               BN_to_ASN1_INTEGER(serial_number, X509_get_serialNumber(x)) &&
               X509_gmtime_adj(X509_getm_notBefore(x), -3600) &&
-              X509_gmtime_adj(X509_getm_notAfter(x), 7 * 24 * 3600) &&
+              X509_gmtime_adj(X509_getm_notAfter(x), 7L * 24 * 3600) &&
               set_common_name(X509_get_subject_name(x), name) &&
               X509_set_issuer_name(x, X509_get_subject_name(x)) == 1 &&
               X509_set_pubkey(x, key) == 1;
