@@ -23,7 +23,52 @@ std::string joined(const std::vector<std::string>& names) {
     return text;
 }
 
+// A name a client sent in SNI that could be ordered: lower-case letters,
+// digits, '-' and dots, two labels at least (no IP, no wildcard).
+bool orderable(std::string_view name) {
+    if (name.empty() || name.size() > 253 || name.find('.') == std::string_view::npos ||
+        name.front() == '.' || name.back() == '.' || name.find("..") != std::string_view::npos)
+        return false;
+    for (char c : name)
+        if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' || c == '.'))
+            return false;
+    return true;
+}
+
+constexpr size_t kOnDemandRemembered = 10000; // bounds what scanners' SNI can make us hold
+
 } // namespace
+
+OnDemandRequests& OnDemandRequests::process() {
+    static OnDemandRequests requests;
+    return requests;
+}
+
+void OnDemandRequests::push(std::string_view name) {
+    std::string lower(name);
+    for (char& c : lower)
+        if (c >= 'A' && c <= 'Z') c = char(c - 'A' + 'a');
+    if (!orderable(lower)) return;
+    std::lock_guard lock(mutex_);
+    if (seen_.size() >= kOnDemandRemembered || !seen_.insert(lower).second) return;
+    queued_.push_back(std::move(lower));
+    if (waker_) waker_();
+}
+
+std::vector<std::string> OnDemandRequests::take() {
+    std::lock_guard lock(mutex_);
+    return std::exchange(queued_, {});
+}
+
+void OnDemandRequests::forget(const std::string& name) {
+    std::lock_guard lock(mutex_);
+    seen_.erase(name);
+}
+
+void OnDemandRequests::set_waker(std::function<void()> waker) {
+    std::lock_guard lock(mutex_);
+    waker_ = std::move(waker);
+}
 
 AcmeManager::AcmeManager(AcmeOptions options, std::function<void()> on_changed)
     : options_(std::move(options)), on_changed_(std::move(on_changed)) {
@@ -32,6 +77,7 @@ AcmeManager::AcmeManager(AcmeOptions options, std::function<void()> on_changed)
 }
 
 AcmeManager::~AcmeManager() {
+    OnDemandRequests::process().set_waker(nullptr); // no handshake reaches this manager now
     {
         std::lock_guard lock(mutex_);
         stop_ = true;
@@ -47,6 +93,20 @@ bool AcmeManager::start(std::string& error) {
         !make_private_folder(options_.state_dir + "/acme/challenges", error))
         return false;
     HttpChallenges::process().share_through(options_.state_dir + "/acme/challenges");
+    if (!options_.on_demand_ask.empty()) {
+        for (const std::string& name : on_demand_names(options_.state_dir)) {
+            managed_.push_back({{name}, {}, 0});
+            OnDemandRequests::process().push(name); // marks it seen; admitted below
+        }
+        OnDemandRequests::process().take();
+        OnDemandRequests::process().set_waker([this] {
+            {
+                std::lock_guard lock(mutex_);
+                poked_ = true;
+            }
+            wake_.notify_all();
+        });
+    }
     init_http_client_library();
     thread_ = std::thread([this] { run(); });
     return true;
@@ -59,7 +119,8 @@ bool AcmeManager::stopping() {
 
 bool AcmeManager::sleep_until(std::chrono::steady_clock::time_point when) {
     std::unique_lock lock(mutex_);
-    wake_.wait_until(lock, when, [this] { return stop_; });
+    wake_.wait_until(lock, when, [this] { return stop_ || poked_; });
+    poked_ = false;
     return !stop_;
 }
 
@@ -76,6 +137,7 @@ time_t AcmeManager::renewal_time(const Managed& certificate) const {
 
 void AcmeManager::run() {
     while (!stopping()) {
+        if (!options_.on_demand_ask.empty()) admit_on_demand();
         auto now = std::chrono::steady_clock::now();
         auto next = now + std::chrono::hours(24);
         for (Managed& certificate : managed_) {
@@ -165,6 +227,48 @@ void AcmeManager::attend(Managed& certificate) {
               failure.text().c_str(),
               serving ? "the current certificate keeps serving" : "no certificate yet",
               certificate.failures, static_cast<long long>(duration_cast<seconds>(delay).count()));
+}
+
+void AcmeManager::admit_on_demand() {
+    using namespace std::chrono;
+    for (const std::string& name : OnDemandRequests::process().take()) {
+        auto now = steady_clock::now();
+        std::erase_if(admitted_, [&](auto at) { return now - at > hours(1); });
+        std::string why;
+        if (admitted_.size() >= options_.on_demand_per_hour) {
+            log_warn("ACME: on-demand: %s not ordered: %u names admitted in the last hour already",
+                     name.c_str(), options_.on_demand_per_hour);
+            OnDemandRequests::process().forget(name);
+            continue;
+        }
+        if (!ask_allows(name, why)) {
+            log_warn("ACME: on-demand: %s refused by the ask URL (%s)", name.c_str(), why.c_str());
+            OnDemandRequests::process().forget(name);
+            continue;
+        }
+        CertificatePaths paths = certificate_paths(options_.state_dir, {name});
+        std::string error;
+        if (!make_private_folder(paths.folder, error) ||
+            !write_private_file(paths.folder + "/on-demand", name + "\n", error)) {
+            log_error("ACME: on-demand: %s: %s", name.c_str(), error.c_str());
+            OnDemandRequests::process().forget(name);
+            continue;
+        }
+        admitted_.push_back(now);
+        log_info("ACME: on-demand: %s allowed by the ask URL", name.c_str());
+        managed_.push_back({{name}, {}, 0});
+    }
+}
+
+// Caddy's on_demand_tls ask: GET URL?domain=NAME, and only 200 means yes.
+bool AcmeManager::ask_allows(const std::string& name, std::string& why) {
+    HttpClient http({}, &cancel_);
+    std::string url = options_.on_demand_ask;
+    url += (url.find('?') == std::string::npos ? "?" : "&") + std::string("domain=") + name;
+    HttpResponse response = http.get(url);
+    if (response.status == 200) return true;
+    why = response.status ? "status " + std::to_string(response.status) : response.error;
+    return false;
 }
 
 } // namespace lepus::acme

@@ -17,7 +17,9 @@
 #include <cstdint>
 #include <functional>
 #include <mutex>
+#include <set>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -38,8 +40,34 @@ struct AcmeOptions {
     // The first retry after a failure; doubled each time, up to retry_max.
     std::chrono::milliseconds retry_base{std::chrono::seconds(60)};
     std::chrono::milliseconds retry_max{std::chrono::hours(12)};
+    // On-demand issuance: a name a TLS client asks for is ordered only when
+    // this URL, asked with ?domain=NAME, answers 200; empty: off. At most
+    // on_demand_per_hour new names are admitted in an hour.
+    std::string on_demand_ask;
+    unsigned on_demand_per_hour = 10;
 
     bool operator==(const AcmeOptions&) const = default;
+};
+
+// The names TLS clients asked for that have no certificate (the reactors'
+// unknown-name hook), waiting for the ACME thread. Process-wide, so that a
+// handshake never touches a manager being replaced by a reload.
+class OnDemandRequests {
+public:
+    static OnDemandRequests& process();
+    // Any thread, non-blocking but for a short lock: queues `name` once.
+    void push(std::string_view name);
+    // The ACME thread: the names queued since the last call.
+    std::vector<std::string> take();
+    // The ACME thread: `name` may be queued again (refused, or rate-limited).
+    void forget(const std::string& name);
+    void set_waker(std::function<void()> waker);
+
+private:
+    std::mutex mutex_;
+    std::vector<std::string> queued_;
+    std::set<std::string, std::less<>> seen_; // queued or managed: not queued again
+    std::function<void()> waker_;
 };
 
 class AcmeManager {
@@ -60,6 +88,8 @@ private:
         unsigned failures = 0;
     };
     void run();
+    void admit_on_demand();
+    bool ask_allows(const std::string& name, std::string& why);
     void attend(Managed& certificate);
     // When the stored chain of `certificate` is due for renewal (system
     // time); 0 when there is none or it cannot be read.
@@ -70,9 +100,11 @@ private:
     AcmeOptions options_;
     std::function<void()> on_changed_;
     std::vector<Managed> managed_;
+    std::vector<std::chrono::steady_clock::time_point> admitted_; // on-demand, last hour
     std::mutex mutex_;
     std::condition_variable wake_;
     bool stop_ = false;
+    bool poked_ = false;              // an on-demand name is waiting
     std::atomic<bool> cancel_{false}; // stop_, for libcurl's progress callback
     std::thread thread_;
 };

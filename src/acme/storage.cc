@@ -4,6 +4,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -67,6 +68,21 @@ bool write_private_file(const std::string& path, const std::string& content, std
         ::unlink(temporary.c_str());
     }
     return ok;
+}
+
+std::vector<std::string> on_demand_names(const std::string& state_dir) {
+    std::vector<std::string> names;
+    std::string folder = state_dir + "/certificates";
+    DIR* listing = ::opendir(folder.c_str());
+    if (!listing) return names;
+    while (const dirent* entry = ::readdir(listing)) {
+        std::string name = entry->d_name;
+        if (name.starts_with(".")) continue;
+        if (::access((folder + "/" + name + "/on-demand").c_str(), F_OK) == 0)
+            names.push_back(name);
+    }
+    ::closedir(listing);
+    return names;
 }
 
 bool read_whole_file(const std::string& path, std::string& content) {

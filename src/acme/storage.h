@@ -33,6 +33,9 @@ bool make_private_folder(const std::string& path, std::string& error);
 // Writes `content` to `path` (mode 0600) through a temporary file and a
 // rename, so a reader sees the old file or the new one, never half of it.
 bool write_private_file(const std::string& path, const std::string& content, std::string& error);
+// The names whose certificates were ordered on demand (a file "on-demand" in
+// their folder), so that a restart serves and renews them.
+std::vector<std::string> on_demand_names(const std::string& state_dir);
 // The whole file; false when it cannot be read.
 bool read_whole_file(const std::string& path, std::string& content);
 

@@ -128,6 +128,7 @@ struct SniTable {
     // Names of sites whose certificate is not there yet (ACME, before the first
     // issuance): their handshakes get an alert, not another site's certificate.
     std::vector<std::string> refused;
+    bool on_demand = false; // unknown names: the hook, then an alert
 
     ~SniTable() {
         for (SSL_CTX* context : owned)
@@ -157,6 +158,8 @@ int sni_index() {
     return index;
 }
 
+std::atomic<UnknownNameHook> unknown_name_hook{nullptr};
+
 int select_certificate(SSL* ssl, int* alert, void*) {
     const char* name = SSL_get_servername(ssl, TLSEXT_NAMETYPE_host_name);
     if (!name) return SSL_TLSEXT_ERR_OK; // no SNI: the default certificate
@@ -166,7 +169,9 @@ int select_certificate(SSL* ssl, int* alert, void*) {
     if (!table) return SSL_TLSEXT_ERR_OK;
     if (SSL_CTX* site = table->find(name)) {
         SSL_set_SSL_CTX(ssl, site);
-    } else if (!table->refused.empty()) {
+        return SSL_TLSEXT_ERR_OK;
+    }
+    if (!table->refused.empty()) {
         std::string lower(name);
         for (char& c : lower)
             if (c >= 'A' && c <= 'Z') c = char(c - 'A' + 'a');
@@ -175,6 +180,13 @@ int select_certificate(SSL* ssl, int* alert, void*) {
             *alert = SSL_AD_UNRECOGNIZED_NAME; // RFC 6066 §3
             return SSL_TLSEXT_ERR_ALERT_FATAL;
         }
+    }
+    if (table->on_demand) {
+        // Not issued yet: this handshake fails, the ACME thread asks and orders,
+        // and a later one gets the certificate (a reactor cannot wait for a CA).
+        if (UnknownNameHook hook = unknown_name_hook.load(std::memory_order_acquire)) hook(name);
+        *alert = SSL_AD_UNRECOGNIZED_NAME;
+        return SSL_TLSEXT_ERR_ALERT_FATAL;
     }
     return SSL_TLSEXT_ERR_OK; // an unknown name gets the default, as nginx does
 }
@@ -295,7 +307,7 @@ bool parse_tls_protocols(std::string_view text, int& min_version, int& max_versi
 }
 
 SslContextRef build_tls_context(const TlsSettings& settings, std::string& error) {
-    if (settings.default_certificates.empty() && settings.sites.empty()) {
+    if (settings.default_certificates.empty() && settings.sites.empty() && !settings.on_demand) {
         error = "a TLS listener needs a certificate: --tls-cert and --tls-key";
         return {};
     }
@@ -324,9 +336,14 @@ SslContextRef build_tls_context(const TlsSettings& settings, std::string& error)
                 table->exact.emplace(name, site_context); // the first site naming it wins
         }
     }
+    table->on_demand = settings.on_demand;
     SSL_CTX_set_tlsext_servername_callback(context.get(), select_certificate);
     SSL_CTX_set_ex_data(context.get(), sni_index(), table.release());
     return context;
+}
+
+void set_unknown_name_hook(UnknownNameHook hook) {
+    unknown_name_hook.store(hook, std::memory_order_release);
 }
 
 // --- TicketKeyring ---

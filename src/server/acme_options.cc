@@ -70,6 +70,9 @@ void add_acme_options(CLI::App& app, ServerOptions& options) {
     app.add_option("--acme-email", options.acme_email, "Contact address of the ACME account");
     app.add_option("--acme-ca-root", options.acme_ca_root,
                    "Trust this PEM root for the ACME CA's HTTPS (a private or test CA)");
+    app.add_option("--acme-on-demand-ask", options.acme_on_demand_ask,
+                   "Order certificates for names TLS clients ask for, when this URL answers "
+                   "200 to ?domain=NAME (at most 10 new names an hour)");
     app.add_option("--acme-retry", options.acme_retry,
                    "Wait before retrying a failed order, doubled each time up to 12h")
         ->capture_default_str();
@@ -81,7 +84,7 @@ void add_acme_options(CLI::App& app, ServerOptions& options) {
 } // namespace detail
 
 bool uses_acme(const ServerOptions& options) {
-    if (!options.domains.empty()) return true;
+    if (!options.domains.empty() || !options.acme_on_demand_ask.empty()) return true;
     for (const SiteConfig& site : options.sites)
         if (site.tls_acme) return true;
     return false;
@@ -102,6 +105,9 @@ std::string finish_acme_options(ServerOptions& options) {
         return "cannot read --acme-ca-root '" + options.acme_ca_root + "'";
     for (const std::string& name : options.domains)
         if (std::string error = check_domain(name); !error.empty()) return "--domain: " + error;
+    const std::string& ask = options.acme_on_demand_ask;
+    if (!ask.empty() && !ask.starts_with("http://") && !ask.starts_with("https://"))
+        return "--acme-on-demand-ask '" + ask + "' is not an http:// or https:// URL";
     for (const SiteConfig& site : options.sites) {
         if (!site.tls_acme) continue;
         if (site.server_names.empty()) return site.origin + R"(: tls = "acme" needs server_names)";
@@ -131,6 +137,14 @@ void add_acme_certificates(const ServerOptions& options, TlsSettings& settings) 
             settings.default_certificates = site.certificates;
         settings.sites.insert(settings.sites.begin(), std::move(site));
     }
+    if (options.acme_on_demand_ask.empty()) return;
+    // Names ordered on demand earlier; any other name is asked about.
+    settings.on_demand = true;
+    for (const std::string& name : acme::on_demand_names(options.state_dir)) {
+        acme::CertificatePaths paths = acme::certificate_paths(options.state_dir, {name});
+        if (readable(paths.chain) && readable(paths.key))
+            settings.sites.push_back({{name}, {{paths.chain, paths.key}}});
+    }
 }
 
 acme::AcmeOptions acme_options(const ServerOptions& options) {
@@ -140,6 +154,7 @@ acme::AcmeOptions acme_options(const ServerOptions& options) {
     acme.ca_root = options.acme_ca_root;
     acme.state_dir = options.state_dir;
     acme.retry_base = std::chrono::milliseconds(options.acme_retry_ms);
+    acme.on_demand_ask = options.acme_on_demand_ask;
     acme.certificates = acme_certificate_names(options);
     bool plain = false, tls = false;
     for (const std::string& text : options.listen) {

@@ -115,6 +115,7 @@ struct ServerOptions {
     std::string acme_ca = "letsencrypt"; // a directory URL, "letsencrypt" or "staging"
     std::string acme_email, acme_ca_root;
     std::string state_dir = "/var/lib/lepus";
+    std::string acme_on_demand_ask; // on-demand issuance, only with this URL's yes
     std::string acme_retry = "60s"; // the first retry after a failed order; doubled each time
     uint64_t acme_retry_ms = 60000;
 };

@@ -341,6 +341,9 @@ bool Server::State::start_acme(std::string& error) {
     // as a reload does (a signal, because the main thread waits in sigtimedwait).
     acme = std::make_unique<acme::AcmeManager>(acme_options(latest),
                                                [] { ::kill(::getpid(), SIGUSR2); });
+    if (!latest.acme_on_demand_ask.empty())
+        set_unknown_name_hook(
+            [](std::string_view name) { acme::OnDemandRequests::process().push(name); });
     if (acme->start(error)) return true;
     error = "--state-dir: " + error;
     return false;

@@ -482,6 +482,54 @@ class AcmeTest(unittest.TestCase):
         self.assertEqual(code, 0, error)
         self.assertEqual(self.pebble.log_text().count("POST /order-plz"), 2)
 
+    def test_on_demand_orders_only_what_the_ask_url_allows(self):
+        asked = []
+
+        class Ask(BaseHTTPRequestHandler):
+            def do_GET(self):
+                asked.append(self.path)
+                self.send_response(200 if self.path.endswith("=yes.example.com") else 403)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+            def log_message(self, *args):
+                pass
+
+        ask = HTTPServer(("127.0.0.1", 0), Ask)
+        threading.Thread(target=ask.serve_forever, daemon=True).start()
+        try:
+            self.start_pebble(self.plain_port, self.closed_port)
+            listen = ["127.0.0.1:%d" % self.plain_port, "https://127.0.0.1:%d" % self.tls_port]
+            args = ["--acme-on-demand-ask", "http://127.0.0.1:%d/check" % ask.server_port]
+            server = AcmeLepus(self.pebble, listen, self.state, self.root, args)
+            self.servers.append(server)
+            root = self.pebble.root()
+            # A name the ask URL refuses: an alert, and no order.
+            code, _, error = https_get(self.tls_port, root, name="no.example.com")
+            self.assertNotEqual(code, 0)
+            self.assertIn("unrecognized name", error.lower())
+            wait_for(lambda: "no.example.com refused by the ask URL" in server.text(),
+                     "the ask URL's refusal")
+            self.assertIn("/check?domain=no.example.com", asked)
+            self.assertNotIn("POST /order-plz", self.pebble.log_text())
+            # A name it allows: the first handshake is refused, the certificate
+            # ordered, and later handshakes get it.
+            code, _, _ = https_get(self.tls_port, root, name="yes.example.com")
+            self.assertNotEqual(code, 0)
+            wait_for(lambda: https_get(self.tls_port, root, name="yes.example.com")[0] == 0,
+                     "the on-demand certificate")
+            self.assertEqual(self.pebble.log_text().count("POST /order-plz"), 1)
+            server.stop(self)
+            # A restart serves it from the state folder at once.
+            again = AcmeLepus(self.pebble, listen, self.state, self.root, args)
+            self.servers.append(again)
+            code, body, error = https_get(self.tls_port, root, name="yes.example.com")
+            self.assertEqual(code, 0, error)
+            self.assertEqual(body, b"hello over acme\n")
+        finally:
+            ask.shutdown()
+            ask.server_close()
+
 
 if __name__ == "__main__":
     harness.main()
