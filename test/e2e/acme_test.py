@@ -23,6 +23,8 @@ from http.server import BaseHTTPRequestHandler, HTTPServer
 import harness
 
 NAME = "www.example.com"
+# Orders are counted by pebble's "Added order" lines: a newOrder request that
+# pebble refuses with badNonce (5% of them by default) is logged as a POST too.
 
 
 def go_tool(name):
@@ -293,14 +295,14 @@ class AcmeTest(unittest.TestCase):
         self.wait_until_served(server)
         serial = served_serial(self.tls_port)
         server.stop(self)
-        orders = self.pebble.log_text().count("POST /order-plz")
+        orders = self.pebble.log_text().count("Added order")
         self.assertGreater(orders, 0)
         again = self.start_lepus(listen)
         # Served at once from the state folder, before any ACME exchange.
         self.assertEqual(served_serial(self.tls_port), serial)
         self.assert_https_works(self.tls_port)
         self.assertNotIn("ordering a certificate", again.text())
-        self.assertEqual(self.pebble.log_text().count("POST /order-plz"), orders)
+        self.assertEqual(self.pebble.log_text().count("Added order"), orders)
 
     def test_a_wrong_answer_fails_and_the_name_gets_an_alert(self):
         # Pebble's validator meets a server that answers every token wrongly.
@@ -436,8 +438,8 @@ class AcmeTest(unittest.TestCase):
                 return False
 
         wait_for(same_serial, "both instances to serve the certificate")
-        self.assertEqual(self.pebble.log_text().count("POST /order-plz"), 1)
         texts = first.text() + second.text()
+        self.assertEqual(self.pebble.log_text().count("Added order"), 1, texts[-4000:])
         self.assertEqual(texts.count("certificate issued"), 1, texts[-3000:])
         self.assert_https_works(self.tls_port)
         self.assert_https_works(other_tls_port)
@@ -487,7 +489,7 @@ class AcmeTest(unittest.TestCase):
                  "the new site served over HTTPS")
         code, body, error = https_get(self.tls_port, root)  # the first site still served
         self.assertEqual(code, 0, error)
-        self.assertEqual(self.pebble.log_text().count("POST /order-plz"), 2)
+        self.assertEqual(self.pebble.log_text().count("Added order"), 2)
 
     def test_on_demand_orders_only_what_the_ask_url_allows(self):
         asked = []
@@ -518,14 +520,14 @@ class AcmeTest(unittest.TestCase):
             wait_for(lambda: "no.example.com refused by the ask URL" in server.text(),
                      "the ask URL's refusal")
             self.assertIn("/check?domain=no.example.com", asked)
-            self.assertNotIn("POST /order-plz", self.pebble.log_text())
+            self.assertNotIn("Added order", self.pebble.log_text())
             # A name it allows: the first handshake is refused, the certificate
             # ordered, and later handshakes get it.
             code, _, _ = https_get(self.tls_port, root, name="yes.example.com")
             self.assertNotEqual(code, 0)
             wait_for(lambda: https_get(self.tls_port, root, name="yes.example.com")[0] == 0,
                      "the on-demand certificate")
-            self.assertEqual(self.pebble.log_text().count("POST /order-plz"), 1)
+            self.assertEqual(self.pebble.log_text().count("Added order"), 1)
             server.stop(self)
             # A restart serves it from the state folder at once.
             again = AcmeLepus(self.pebble, listen, self.state, self.root, args)
