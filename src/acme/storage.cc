@@ -78,8 +78,9 @@ std::vector<std::string> on_demand_names(const std::string& state_dir) {
     while (const dirent* entry = ::readdir(listing)) {
         std::string name = entry->d_name;
         if (name.starts_with(".")) continue;
-        if (::access((folder + "/" + name + "/on-demand").c_str(), F_OK) == 0)
-            names.push_back(name);
+        std::string marker = folder;
+        marker.append("/").append(name).append("/on-demand");
+        if (::access(marker.c_str(), F_OK) == 0) names.push_back(name);
     }
     ::closedir(listing);
     return names;
