@@ -116,6 +116,7 @@ struct SiteConfig {
     std::vector<HeaderRule> headers;
     std::vector<Redirect> redirects;
     std::vector<SiteTls> tls; // chosen by SNI among the server_names
+    bool tls_acme = false;    // tls = "acme": from the ACME CA (server/acme_options.h)
     // `https_redirect = true | PORT`: a request that came over plain HTTP gets
     // 301 to https://HOST[:PORT]/same-target (0: off; 443 is written without a port).
     uint16_t https_redirect = 0;

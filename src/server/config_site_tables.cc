@@ -206,7 +206,15 @@ public:
     }
 
     // tls = { cert, key }, or [{ cert, key }, ...] for an RSA and an ECDSA pair.
+    // Or tls = "acme": certificates from the ACME CA for the server_names (issue 34).
     void tls(const toml::node& node, SiteConfig& site) {
+        if (auto text = node.value<std::string>()) {
+            if (*text == "acme")
+                site.tls_acme = true;
+            else
+                error(node, R"('tls' is "acme" or a table { cert = "...", key = "..." })");
+            return;
+        }
         auto pair = [&](const toml::table& table, const toml::node& where) {
             SiteTls tls;
             tls.origin = config_position(path(), where.source());

@@ -359,6 +359,7 @@ void add_command_line_options(CLI::App& app, ServerOptions& options, OptionTexts
     add_log_and_limit_options(app, options, texts);
     add_file_and_php_options(app, options, texts);
     add_process_options(app, options, texts);
+    add_acme_options(app, options);
     add_proxy_options(app, options.proxy, texts.proxy, DurationValidator(), SizeValidator());
 }
 

@@ -8,6 +8,7 @@
 #include "net/socket.h"
 #include "net/tls_context.h"
 #include "net/tls_listen_scheme.h"
+#include "server/acme_options.h"
 #include "server/basic_auth.h"
 #include "server/detail/option_groups.h"
 #include "server/start_checks.h"
@@ -308,6 +309,7 @@ std::string finish_options(const CLI::App& app, ServerOptions& options, const Op
     }
     if (std::string error = finish_proxy_options(options.proxy, texts.proxy); !error.empty())
         return error;
+    if (std::string error = finish_acme_options(options); !error.empty()) return error;
     if (!options.status_path.empty() && options.status_path.front() != '/')
         return "--status-path must start with /";
     if (options.access_log.empty() || options.error_log.empty())
@@ -361,6 +363,7 @@ TlsSettings tls_settings(const ServerOptions& options) {
     if (settings.default_certificates.empty() && fallback)
         for (const SiteTls& pair : fallback->tls)
             settings.default_certificates.push_back({pair.cert, pair.key, pair.origin});
+    add_acme_certificates(options, settings);
     settings.protocols = options.tls_protocols;
     settings.http2 = options.http2;
     // Asked of the kernel once: OpenSSL tries kTLS on every handshake it is
@@ -376,7 +379,7 @@ bool uses_tls(const ServerOptions& options) {
         if (split_listen_scheme(text).tls) return true;
     for (const SiteConfig& site : options.sites)
         if (!site.tls.empty()) return true;
-    return !options.tls_cert.empty() || !options.tls_key.empty();
+    return uses_acme(options) || !options.tls_cert.empty() || !options.tls_key.empty();
 }
 
 CommandLineResult parse_command_line(int argc, char** argv, ServerOptions& options) {

@@ -120,6 +120,15 @@ struct ServerOptions {
     std::vector<std::string> tls_cert, tls_key;
     std::string tls_protocols = "TLSv1.2 TLSv1.3";
     std::string tls_ciphers; // empty: ECDHE + AEAD (net/tls_context.h)
+    // ACME (issue 34, server/acme_options.h): certificates for --domain names
+    // and for [[site]]s with tls = "acme", from --acme-ca, kept in --state-dir.
+    std::vector<std::string> domains;
+    std::string acme_ca = "letsencrypt"; // a directory URL, "letsencrypt" or "staging"
+    std::string acme_email, acme_ca_root;
+    std::string state_dir = "/var/lib/lepus";
+    std::string acme_on_demand_ask; // on-demand issuance, only with this URL's yes
+    std::string acme_retry = "60s"; // the first retry after a failed order; doubled each time
+    uint64_t acme_retry_ms = 60000;
 };
 
 struct TlsSettings;

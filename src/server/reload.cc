@@ -134,7 +134,8 @@ std::string reloading_message() {
 } // namespace
 
 void reload(int argc, char** argv, const ServerOptions& current,
-            const std::vector<Worker*>& workers, SiteLogs& site_logs, Listening& listening) {
+            const std::vector<Worker*>& workers, SiteLogs& site_logs, Listening& listening,
+            std::optional<ServerOptions>* applied) {
     notify_service_manager(reloading_message());
     // READY=1 again however the reload ends: lepus keeps serving either way.
     // STATUS= says how it ended, so that `systemctl status` shows a refusal.
@@ -213,6 +214,7 @@ void reload(int argc, char** argv, const ServerOptions& current,
     site_logs.prune(); // the logs of sites gone in an earlier reload, once no request holds them
     log_info("SIGHUP: configuration reloaded (%zu sites)", next.sites.size());
     ready_again.status = "configuration reloaded (" + std::to_string(next.sites.size()) + " sites)";
+    if (applied) *applied = std::move(next);
 }
 
 bool service_identity(const ServerOptions& options, uid_t& uid, gid_t& gid, std::string& error) {

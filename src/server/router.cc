@@ -1,5 +1,6 @@
 #include "server/router.h"
 
+#include "acme/http_challenges.h"
 #include "base/ascii.h"
 #include "fastcgi/fastcgi_exchange.h"
 #include "http/exchange_log.h"
@@ -141,18 +142,19 @@ void Router::run_steps(Exchange& exchange, RouteState& route, size_t first) {
     switch (first) {
         LEPUS_STEP(0, !options.trusted_proxies.empty() && !options.proxy_protocol, step_client);
         LEPUS_STEP(1, true, step_site);
-        LEPUS_STEP(2, !options.status_path.empty(), step_status_page);
-        LEPUS_STEP(3, route.site->config, step_redirects);
-        LEPUS_STEP(4, options.conn_limit || (route.site->config && route.site->config->conn_limit),
+        LEPUS_STEP(2, acme::HttpChallenges::process().answering(), step_acme_challenge);
+        LEPUS_STEP(3, !options.status_path.empty(), step_status_page);
+        LEPUS_STEP(4, route.site->config, step_redirects);
+        LEPUS_STEP(5, options.conn_limit || (route.site->config && route.site->config->conn_limit),
                    step_conn_limit);
-        LEPUS_STEP(5, route.site->config && !route.site->config->limits.empty(), step_rate_limit);
-        LEPUS_STEP(6, route.site->config && !route.site->config->access.empty(), step_allow_deny);
-        LEPUS_STEP(7, route.site->config && !route.site->config->auth.empty(), step_access);
-        LEPUS_STEP(8, route.site->x_accel, step_internal);
-        LEPUS_STEP(9, route.site->proxy, step_proxy);
-        LEPUS_STEP(10, route.site->try_files, step_try_files);
-    case 11:
-        step = 11;
+        LEPUS_STEP(6, route.site->config && !route.site->config->limits.empty(), step_rate_limit);
+        LEPUS_STEP(7, route.site->config && !route.site->config->access.empty(), step_allow_deny);
+        LEPUS_STEP(8, route.site->config && !route.site->config->auth.empty(), step_access);
+        LEPUS_STEP(9, route.site->x_accel, step_internal);
+        LEPUS_STEP(10, route.site->proxy, step_proxy);
+        LEPUS_STEP(11, route.site->try_files, step_try_files);
+    case 12:
+        step = 12;
         outcome = step_handler(exchange, route);
         break;
     default:

@@ -3,6 +3,7 @@
 // which answers Continue, Answered or Pending:
 //   client        the client address after --real-ip-from (X-Forwarded-For)
 //   site          the site for the Host, kept alive with its serving set
+//   acme          /.well-known/acme-challenge/TOKEN while an order is validated
 //   status page   --status-path
 //   redirects     https_redirect, then the site's redirects
 //   conn limit    conn_limit / --conn-limit: requests in progress per client
@@ -83,6 +84,7 @@ private:
     // The steps, in their order (the cases of run_steps in router.cc).
     StepOutcome step_client(Exchange& exchange, RouteState& route);
     StepOutcome step_site(Exchange& exchange, RouteState& route);
+    StepOutcome step_acme_challenge(Exchange& exchange, RouteState& route); // router_acme.cc
     StepOutcome step_status_page(Exchange& exchange, RouteState& route);
     StepOutcome step_redirects(Exchange& exchange, RouteState& route);
     StepOutcome step_conn_limit(Exchange& exchange, RouteState& route);

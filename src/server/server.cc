@@ -10,6 +10,7 @@
 #include "net/socket.h"
 #include "net/tls_context.h"
 #include "net/tls_listen_scheme.h"
+#include "server/acme_options.h"
 #include "server/pid_file.h"
 #include "server/reload.h"
 #include "server/sd_notify.h"
@@ -52,6 +53,7 @@ sigset_t server_signals() {
     sigaddset(&set, SIGINT);
     sigaddset(&set, SIGUSR1);
     sigaddset(&set, SIGHUP);
+    sigaddset(&set, SIGUSR2); // the ACME thread: a certificate was issued (issue 34)
     return set;
 }
 
@@ -167,13 +169,14 @@ void log_start_up_summary(const ServerOptions& options, const std::vector<std::s
 
 struct Server::State {
     State(const ServerOptions& options, int argc, char** argv)
-        : options(options), argc(argc), argv(argv) {}
+        : options(options), argc(argc), argv(argv), latest(options) {}
 
     bool open_listeners(std::string& error);
     bool load_tls(std::string& error);
     bool make_workers(std::string& error);
     bool make_acceptor(std::string& error);
     bool write_pid_file(std::string& error);
+    bool start_acme(std::string& error);
     void start_threads();
     void wait_for_signals();
     void stop_threads();
@@ -208,6 +211,10 @@ struct Server::State {
     std::vector<std::thread> reactor_threads;
     std::thread acceptor_thread;
     std::atomic<unsigned> running{0};
+    std::unique_ptr<acme::AcmeManager> acme; // with --domain or tls = "acme"
+    // The options in force: those of the start, then of the last good reload
+    // (an ACME certificate swaps the TLS context these describe).
+    ServerOptions latest;
 };
 
 Server::Server(const ServerOptions& options, int argc, char** argv)
@@ -262,7 +269,8 @@ bool Server::start(std::string& error) {
     // Privileges go after every socket is bound and every root opened.
     // The PID file too, so that root can write it in /run.
     return s.open_listeners(error) && s.load_tls(error) && s.make_workers(error) &&
-           s.make_acceptor(error) && s.write_pid_file(error) && drop_privileges(s.options, error);
+           s.make_acceptor(error) && s.write_pid_file(error) && drop_privileges(s.options, error) &&
+           s.start_acme(error);
 }
 
 bool Server::State::open_listeners(std::string& error) {
@@ -290,8 +298,8 @@ bool Server::State::open_listeners(std::string& error) {
 // The certificates were checked when the options were parsed; they are read
 // again here, so a file changed in between is caught as well.
 bool Server::State::load_tls(std::string& error) {
-    if (!uses_tls(options)) return true;
-    SslContextRef context = build_tls_context(tls_settings(options), error);
+    if (!uses_tls(latest)) return true;
+    SslContextRef context = build_tls_context(tls_settings(latest), error);
     if (!context) return false;
     TlsContextSlot::process().publish(std::move(context));
     return true;
@@ -360,6 +368,23 @@ bool Server::State::write_pid_file(std::string& error) {
     return pid_file_written;
 }
 
+// After dropping privileges: the state folder and what the ACME thread
+// writes there belong to the service user, who renews them later.
+bool Server::State::start_acme(std::string& error) {
+    acme.reset(); // after a reload that changed what is managed: the old thread first
+    if (!uses_acme(latest)) return true;
+    // The ACME thread only tells the main thread, which swaps the TLS context
+    // as a reload does (a signal, because the main thread waits in sigtimedwait).
+    acme = std::make_unique<acme::AcmeManager>(acme_options(latest),
+                                               [] { ::kill(::getpid(), SIGUSR2); });
+    if (!latest.acme_on_demand_ask.empty())
+        set_unknown_name_hook(
+            [](std::string_view name) { acme::OnDemandRequests::process().push(name); });
+    if (acme->start(error)) return true;
+    error = "--state-dir: " + error;
+    return false;
+}
+
 int Server::run() {
     State& s = *state_;
     s.start_threads();
@@ -426,8 +451,24 @@ void Server::State::wait_for_signals() {
             for (unsigned i = 0; i < threads; ++i)
                 counts += (i ? " " : "") + std::to_string(loads[i].live_connections.load());
             log_info("SIGUSR1: logs reopened; connections per reactor: %s", counts.c_str());
+        } else if (signal_number == SIGUSR2 && !stopping && uses_tls(latest)) {
+            // New connections get the certificates now stored; those in flight keep theirs.
+            std::string error;
+            if (load_tls(error))
+                log_info("TLS: certificates read again (a new ACME certificate)");
+            else
+                log_error("TLS: the new certificates do not load (%s); keeping the running ones",
+                          error.c_str());
         } else if (signal_number == SIGHUP && !stopping) {
-            reload(argc, argv, options, worker_list, logs.sites, listening);
+            std::optional<ServerOptions> applied;
+            reload(argc, argv, options, worker_list, logs.sites, listening, &applied);
+            if (applied) {
+                bool acme_changed = acme_options(*applied) != acme_options(latest);
+                latest = std::move(*applied);
+                std::string error;
+                if (acme_changed && !start_acme(error))
+                    log_error("SIGHUP: ACME not restarted: %s", error.c_str());
+            }
         } else if (signal_number == SIGTERM || signal_number == SIGINT ||
                    signal_number == SIGQUIT) {
             if (stopping && signal_number == SIGINT) {
@@ -450,6 +491,7 @@ void Server::State::wait_for_signals() {
 }
 
 void Server::State::stop_threads() {
+    acme.reset(); // an order in flight is abandoned
     if (acceptor_thread.joinable()) acceptor_thread.join();
     for (auto& thread : reactor_threads)
         thread.join();

@@ -28,6 +28,8 @@ struct OptionTexts {
 // Adds every option of --help to `app`, writing into `options` (and `texts`
 // for the values finish_options converts).
 void add_command_line_options(CLI::App& app, ServerOptions& options, OptionTexts& texts);
+// --domain, --acme-ca, --acme-email, --acme-ca-root, --state-dir (server/acme_options.cc).
+void add_acme_options(CLI::App& app, ServerOptions& options);
 
 // What is wrong with a script extension (".php"), or empty when it is one.
 std::string extension_error(const std::string& text);
