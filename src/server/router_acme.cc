@@ -17,11 +17,9 @@ Router::StepOutcome Router::step_acme_challenge(Exchange& exchange, RouteState&)
     if (!answer) return StepOutcome::Continue;
     Response& response = exchange.response;
     response.owned_body = std::move(*answer);
-    begin_head(200, exchange.now_s, response);
-    response.head += "Content-Type: application/octet-stream\r\nContent-Length: ";
-    append_decimal(response.owned_body.size(), response.head);
-    response.head += "\r\n";
-    finish_head(exchange.keep_alive, request.version_minor, response);
+    begin_head(200, exchange.keep_alive, response);
+    response.head.add("Content-Type", "application/octet-stream");
+    response.head.content_length = response.owned_body.size();
     if (!request.is_head()) response.body = response.owned_body;
     return StepOutcome::Answered;
 }
