@@ -58,11 +58,6 @@ private:
     bool internal_redirect_, rewritten_;
 };
 
-ReplyContext reply_context(const Exchange& exchange) {
-    const Request& request = *exchange.request;
-    return ReplyContext{exchange.keep_alive, request.is_head()};
-}
-
 } // namespace
 
 // A refused symlink, a file that cannot be read: the site is read when a line
@@ -174,25 +169,6 @@ void Router::answered(Exchange& exchange, RouteState& route) {
     if (route.site) add_rule_headers(exchange, *route.site);
 }
 
-void Router::resume(Exchange& exchange, bool granted, std::string_view user, const AuthRule& rule,
-                    bool unknown_user) {
-    ScopedLogContext context(route_log_context(exchange));
-    RouteState& route = route_of(exchange);
-    if (!granted) {
-        site_of(exchange, route);
-        log_auth_failure(exchange, route, rule, user, unknown_user);
-        answer_unauthorized(exchange, route, rule);
-        return answered(exchange, route);
-    }
-    route.granted = &rule;
-    exchange.remote_user.assign(user);
-    if (route.next_step == kRedirectStep) {
-        serve_x_accel(exchange, route);
-        return answered(exchange, route);
-    }
-    run_steps(exchange, route, route.next_step);
-}
-
 Router::StepOutcome Router::step_client(Exchange& exchange, RouteState&) {
     apply_forwarded_for(worker_.options(), exchange);
     return StepOutcome::Continue;
@@ -216,19 +192,6 @@ Router::StepOutcome Router::step_redirects(Exchange& exchange, RouteState& route
     if (redirect_to_https(exchange, site) || serve_redirect(exchange, site))
         return StepOutcome::Answered;
     return StepOutcome::Continue;
-}
-
-// As nginx's access phase: after the redirects, before any handler.
-Router::StepOutcome Router::step_access(Exchange& exchange, RouteState& route) {
-    const SiteHandlers& site = *route.site;
-    if (!site.config || site.config->auth.empty() || exchange.request->path == "*")
-        return StepOutcome::Continue;
-    if (decode_path(exchange.request->path, path_) != 0) {
-        build_error_response(400, reply_context(exchange), exchange.response);
-        return StepOutcome::Answered;
-    }
-    if (authorize(exchange, route, path_)) return StepOutcome::Continue;
-    return exchange.stream ? StepOutcome::Pending : StepOutcome::Answered;
 }
 
 // The X-Accel folder is internal (nginx's `internal`): clients get 404.
@@ -291,69 +254,6 @@ bool Router::serve_redirect(Exchange& exchange, SiteHandlers& site) {
     build_error_response(redirect->status, reply_context(exchange), exchange.response);
     exchange.response.head.add("Location", redirect->to);
     return true;
-}
-
-bool Router::authorize(Exchange& exchange, RouteState& route, std::string_view decoded_path) {
-    SiteHandlers& site = *route.site;
-    if (!site.config || site.config->auth.empty()) return true;
-    const AuthRule* rule = find_auth_rule(*site.config, decoded_path);
-    // The verifier granted this rule for this exchange (resume()): the same
-    // credentials pass again without another check.
-    if (!rule || rule == route.granted) return true;
-    std::string_view value;
-    int fields = 0;
-    for (const Header& header : exchange.request->headers)
-        if (ascii_iequals(header.name, "Authorization")) value = header.value, ++fields;
-    if (fields > 1) {
-        // Which one would a script believe? nginx refuses the request alike.
-        build_error_response(400, reply_context(exchange), exchange.response);
-        return false;
-    }
-    // Malformed credentials get 401 as missing ones do (as nginx): the client
-    // is asked again instead of being told its request cannot be repeated.
-    std::optional<BasicCredentials> credentials;
-    if (fields == 1) credentials = parse_basic_credentials(value, credentials_);
-    if (!credentials) {
-        answer_unauthorized(exchange, route, *rule);
-        return false;
-    }
-    std::shared_ptr<AuthCheck> check;
-    switch (auth_.check(*rule, *credentials, check)) {
-    case BasicAuth::Outcome::Granted:
-        exchange.remote_user.assign(credentials->user);
-        return true;
-    case BasicAuth::Outcome::Denied: // an empty file: no user is in it
-        log_auth_failure(exchange, route, *rule, credentials->user, true);
-        answer_unauthorized(exchange, route, *rule);
-        return false;
-    case BasicAuth::Outcome::Busy:
-        build_error_response(503, reply_context(exchange), exchange.response);
-        exchange.response.head.add("Retry-After", "1");
-        return false;
-    case BasicAuth::Outcome::Pending:
-        exchange.stream = std::make_unique<AuthStream>(*this, exchange, *rule,
-                                                       std::string(credentials->user), check);
-        return false;
-    }
-    return false;
-}
-
-void Router::answer_unauthorized(Exchange& exchange, RouteState& route, const AuthRule& rule) {
-    // RFC 7617 §2.1: charset="UTF-8" tells the client how to encode the
-    // user and password (the file's bytes are compared as they are).
-    std::string challenge = "Basic realm=\"" + rule.realm + "\", charset=\"UTF-8\"";
-    build_error_response(401, reply_context(exchange), exchange.response);
-    exchange.response.head.add("WWW-Authenticate", challenge);
-    apply_error_page(exchange, route, 401);
-}
-
-std::string_view Router::supplied_user(const Exchange& exchange) {
-    if (!exchange.remote_user.empty() || !exchange.request) return exchange.remote_user;
-    for (const Header& header : exchange.request->headers)
-        if (ascii_iequals(header.name, "Authorization"))
-            if (auto credentials = parse_basic_credentials(header.value, credentials_))
-                return credentials->user;
-    return {};
 }
 
 // nginx's try_files: the candidates are checked on the decoded path, with the

@@ -44,6 +44,11 @@ namespace lepus {
 class Worker;
 struct SiteHandlers;
 
+// What the error responses of a step need to know of the exchange.
+inline ReplyContext reply_context(const Exchange& exchange) {
+    return ReplyContext{exchange.keep_alive, exchange.request->is_head()};
+}
+
 // The error log's context while the router and the handlers it calls work on
 // `exchange` (client, server, request line, host: http/exchange_log.h).
 LogContext route_log_context(const Exchange& exchange);

@@ -15,11 +15,6 @@ namespace {
 // --conn-limit's keys in the client table (a site's own conn_limit has a zone of its own).
 constexpr uint32_t kGlobalConnZone = 1;
 
-ReplyContext reply_context(const Exchange& exchange) {
-    const Request& request = *exchange.request;
-    return ReplyContext{exchange.keep_alive, request.is_head()};
-}
-
 std::string_view site_name(const SiteHandlers& site) {
     if (!site.config || site.config->server_names.empty()) return {};
     return site.config->server_names.front();
@@ -43,22 +38,6 @@ void Router::log_refusal(const Exchange& exchange, const RouteState& route, std:
     // the client's bytes: a quote in a target or a Host cannot forge a field).
     ScopedLogContext context(route_log_context(exchange));
     log_error("*%d %.*s", exchange.connection->fd, int(what.size()), what.data());
-}
-
-// The lines fail2ban's stock nginx-http-auth filter matches. The *N of nginx
-// is its connection number; ours is the connection's socket.
-void Router::log_auth_failure(const Exchange& exchange, const RouteState& route,
-                              const AuthRule& rule, std::string_view user, bool unknown_user) {
-    std::string what = "user \"";
-    append_log_escaped(user, what);
-    if (unknown_user) {
-        what.append("\" was not found in \"");
-        append_log_escaped(rule.htpasswd, what);
-        what.push_back('"');
-    } else {
-        what.append("\": password mismatch");
-    }
-    log_refusal(exchange, route, what);
 }
 
 // The decoded, normalised path the rules match, without a copy for the
