@@ -41,6 +41,17 @@ public:
                 sites(node, out);
                 continue;
             }
+            if (name == "fastcgi_params") {
+                // A table here, one --fastcgi-param NAME=VALUE each on the command line.
+                std::vector<std::pair<std::string, std::string>> params;
+                detail::read_fastcgi_params(*this, node, params);
+                out.origins["--fastcgi-param"] = config_position(path_, node.source());
+                for (auto& [param, value] : params) {
+                    out.arguments.emplace_back("--fastcgi-param");
+                    out.arguments.push_back(param + "=" + value);
+                }
+                continue;
+            }
             if (name == "config") {
                 error(node, "'config' cannot name another file");
                 continue;
@@ -151,6 +162,8 @@ public:
                 site.access_log = string(node, name);
             } else if (name == "fastcgi") {
                 detail::read_fastcgi(*this, node, site);
+            } else if (name == "fastcgi_params") {
+                detail::read_fastcgi_params(*this, node, site.fastcgi_params);
             } else if (name == "proxy") {
                 detail::read_proxy(*this, node, site);
             } else if (name == "error_page") {

@@ -15,6 +15,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace lepus {
@@ -87,6 +88,8 @@ struct SiteConfig {
     std::optional<std::string> symlinks;   // "beneath", "follow", "owner"
     std::optional<std::string> access_log;
     std::optional<SiteFastCgi> fastcgi;
+    // `fastcgi_params = { SERVER_SOFTWARE = "nginx" }`: on top of --fastcgi-param.
+    std::vector<std::pair<std::string, std::string>> fastcgi_params;
     std::optional<SiteProxy> proxy;
     std::map<int, std::string> error_pages; // status -> path under the root
     std::vector<HeaderRule> headers;

@@ -1,5 +1,6 @@
 // The [[site]] keys whose values are tables: fastcgi, proxy, error_page,
 // headers, auth, redirects, tls (detail/config_reader.h).
+#include "fastcgi/cgi_params.h"
 #include "server/detail/config_reader.h"
 
 #include <algorithm>
@@ -43,6 +44,26 @@ public:
         }
         if (fastcgi.address.empty()) error(node, "fastcgi needs an 'address'");
         site.fastcgi = fastcgi;
+    }
+
+    void fastcgi_params(const toml::node& node,
+                        std::vector<std::pair<std::string, std::string>>& params) {
+        const toml::table* table = node.as_table();
+        if (!table)
+            return error(node, R"('fastcgi_params' is a table: { SERVER_SOFTWARE = "nginx" })");
+        for (auto&& [key, value] : *table) {
+            std::string name(key.str());
+            if (std::string message = fastcgi::cgi_param_name_error(name); !message.empty()) {
+                error(value, message);
+                continue;
+            }
+            // Strings, and numbers written as text (a port, a flag as 1).
+            auto text = value.is_boolean() ? std::nullopt : scalar_text(value);
+            if (!text)
+                error(value, "fastcgi_params." + name + " must be a string");
+            else
+                params.emplace_back(name, *text);
+        }
     }
 
     // `proxy = "ADDRESS"` or a table (config_file.h: SiteProxy).
@@ -236,6 +257,11 @@ public:
 
 void read_fastcgi(ConfigReader& reader, const toml::node& node, SiteConfig& site) {
     SiteTables(reader).fastcgi(node, site);
+}
+
+void read_fastcgi_params(ConfigReader& reader, const toml::node& node,
+                         std::vector<std::pair<std::string, std::string>>& params) {
+    SiteTables(reader).fastcgi_params(node, params);
 }
 
 void read_proxy(ConfigReader& reader, const toml::node& node, SiteConfig& site) {

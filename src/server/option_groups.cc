@@ -3,6 +3,7 @@
 
 #include "base/units.h"
 #include "fastcgi/backend_address.h"
+#include "fastcgi/cgi_params.h"
 #include "log/log_level.h"
 #include "net/cidr.h"
 #include "net/socket.h"
@@ -269,6 +270,19 @@ void add_file_and_php_options(CLI::App& app, ServerOptions& options, OptionTexts
                    "--fastcgi-pool at or below php-fpm's pm.max_children); off: one per request")
         ->capture_default_str()
         ->check(CLI::IsMember({"on", "off"}));
+    app.add_option("--fastcgi-param", options.fastcgi_param_texts,
+                   "NAME=VALUE: a CGI variable every script gets, or replaces "
+                   "(SERVER_SOFTWARE=nginx; repeat)")
+        ->expected(1)
+        ->allow_extra_args(false)
+        ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)
+        ->check(CLI::Validator(
+            [](std::string& text) {
+                size_t equals = text.find('=');
+                if (equals == std::string::npos) return std::string("expected NAME=VALUE");
+                return fastcgi::cgi_param_name_error(std::string_view(text).substr(0, equals));
+            },
+            "NAME=VALUE"));
     app.add_option("--fastcgi-queue", options.fastcgi_queue,
                    "Requests per reactor waiting for a FastCGI connection (64); more get 503")
         ->check(CLI::Range(0u, 1u << 20));

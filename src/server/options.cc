@@ -2,6 +2,7 @@
 
 #include "base/units.h"
 #include "fastcgi/backend_address.h"
+#include "fastcgi/cgi_params.h"
 #include "log/log_level.h"
 #include "net/cidr.h"
 #include "net/socket.h"
@@ -226,6 +227,12 @@ std::string finish_options(const CLI::App& app, ServerOptions& options, const Op
     options.h2c_sendfile = texts.h2c_sendfile == "on";
     options.ktls = texts.ktls == "on";
     options.fastcgi_keepalive = texts.fastcgi_keepalive == "on";
+    options.fastcgi_params.clear();
+    for (const std::string& text : options.fastcgi_param_texts) {
+        size_t equals = text.find('='); // the validator saw one
+        fastcgi::CgiParam param{text.substr(0, equals), text.substr(equals + 1)};
+        fastcgi::merge_cgi_params(options.fastcgi_params, {&param, 1});
+    }
     options.symlinks = *parse_symlink_policy(texts.symlinks);
     if (options.header_timeout_ms == 0 || options.keepalive_timeout_ms == 0 ||
         options.body_timeout_ms == 0 || options.send_timeout_ms == 0 ||

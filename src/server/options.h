@@ -83,6 +83,10 @@ struct ServerOptions {
     // Off (nginx's default): php-fpm binds a child to each connection it accepts,
     // so kept-alive connections beyond pm.max_children would hang (issue 32).
     bool fastcgi_keepalive = false;
+    // --fastcgi-param NAME=VALUE (config `fastcgi_params = { NAME = "VALUE" }`):
+    // added to, or replacing, the CGI variables of every script (nginx's fastcgi_param).
+    std::vector<std::string> fastcgi_param_texts;
+    std::vector<std::pair<std::string, std::string>> fastcgi_params;
 
     // The HTTP reverse proxy (--proxy, --proxy-*): server/proxy_options.h.
     ProxyOptions proxy;

@@ -42,17 +42,18 @@ public:
         : document_root_(target.document_root), script_name_(target.script_name),
           path_info_(target.path_info), script_filename_(target.script_filename),
           server_name_(target.server_name), rewritten_path_(target.rewritten_path),
-          rewritten_query_(target.rewritten_query), internal_redirect_(target.internal_redirect),
-          rewritten_(target.rewritten) {}
+          rewritten_query_(target.rewritten_query), extra_params_(target.extra_params),
+          internal_redirect_(target.internal_redirect), rewritten_(target.rewritten) {}
 
     fastcgi::ScriptTarget view() const {
         return {document_root_,     script_name_, path_info_,      script_filename_, server_name_,
-                internal_redirect_, rewritten_,   rewritten_path_, rewritten_query_};
+                internal_redirect_, rewritten_,   rewritten_path_, rewritten_query_, extra_params_};
     }
 
 private:
     std::string document_root_, script_name_, path_info_, script_filename_, server_name_;
     std::string rewritten_path_, rewritten_query_;
+    std::span<const fastcgi::CgiParam> extra_params_; // the site's, held by the serving set
     bool internal_redirect_, rewritten_;
 };
 
@@ -411,6 +412,7 @@ void Router::route_request(Exchange& exchange, RouteState& route, const Request&
             fastcgi::ScriptTarget target{scripts->document_root(), scripts->script_name(),
                                          scripts->path_info(), scripts->script_filename(),
                                          server_name};
+            target.extra_params = site.fastcgi_params;
             if (rewritten) {
                 target.rewritten = true;
                 target.rewritten_path = request.path;

@@ -125,6 +125,7 @@ std::unique_ptr<ServingSet> make_serving_set(const ServerOptions& options,
         set->root.scripts = fastcgi::ScriptResolver::create(scripts, error);
         if (!set->root.scripts) return nullptr;
         set->root.pool = pool_index(*set, backend_options(options, nullptr, index, threads));
+        set->root.fastcgi_params = options.fastcgi_params;
     }
     if (!options.proxy.address.empty() && !sites)
         set->root.proxy = make_proxy_route(*set, options, nullptr, index, threads);
@@ -167,6 +168,8 @@ std::unique_ptr<ServingSet> make_serving_set(const ServerOptions& options,
                 return nullptr;
             }
             handlers.pool = pool_index(*set, backend_options(options, own, index, threads));
+            handlers.fastcgi_params = options.fastcgi_params;
+            fastcgi::merge_cgi_params(handlers.fastcgi_params, site.fastcgi_params);
         }
         if (site.proxy || !options.proxy.address.empty())
             handlers.proxy = make_proxy_route(*set, options, site.proxy ? &*site.proxy : nullptr,

@@ -10,6 +10,7 @@
 // settings did not change (adopt_pools).
 #pragma once
 
+#include "fastcgi/cgi_params.h"
 #include "fastcgi/script_resolver.h"
 #include "fastcgi/upstream.h"
 #include "http/buffered_body_stream.h"
@@ -34,10 +35,12 @@ struct SiteHandlers {
     std::unique_ptr<StaticHandler> files;
     std::unique_ptr<fastcgi::ScriptResolver> scripts; // null: everything is static here
     size_t pool = 0;                                  // ServingSet::pools index, with scripts
-    AsyncLogger* access_log = nullptr;                // null: the global access log
-    const SiteConfig* config = nullptr;               // null for the default root
-    std::optional<TryFiles> try_files;                // the site's, else --try-files / --spa
-    bool compress = true;                             // scripts' output too (--compress)
+    // --fastcgi-param with the site's `fastcgi_params` on top, sent with every script.
+    std::vector<fastcgi::CgiParam> fastcgi_params;
+    AsyncLogger* access_log = nullptr;  // null: the global access log
+    const SiteConfig* config = nullptr; // null for the default root
+    std::optional<TryFiles> try_files;  // the site's, else --try-files / --spa
+    bool compress = true;               // scripts' output too (--compress)
     // Request bodies for scripts and backends are taken whole first (memory,
     // then a temporary file); nullopt: streamed (`request_buffering = false`).
     std::optional<BodyBufferOptions> body_buffer;
