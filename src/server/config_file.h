@@ -27,10 +27,23 @@ struct HeaderRule {
     std::string value;
 };
 
+class PathPattern;
+
+// `redirects = [...]` in a [[site]], tried in their order, the first that
+// matches the decoded path wins (as nginx's rewrite directives run in order):
+//   { from = "/old", to = "/new" }                      exactly this path
+//   { from = "/old/", to = "/new/", prefix = true }     /old/a?b -> /new/a?b
+//   { pattern = "^/blog/(\\d+)/(.*)$", to = "/posts/$1/$2" }   PCRE2, $1..$9
+// With `rewrite = true` the request is served as `to` instead (nginx's
+// `rewrite ... last`: same method, headers and body, no round trip).
 struct Redirect {
-    std::string from; // exact path
+    std::string from; // exact path, or with `prefix` a path prefix
     std::string to;   // URL or path
     int status = 301; // 301, 302, 307 or 308
+    bool prefix = false;
+    bool rewrite = false;
+    std::string pattern = {};                         // instead of `from`
+    std::shared_ptr<const PathPattern> compiled = {}; // `pattern`, compiled when read
 };
 
 struct SiteFastCgi {

@@ -188,13 +188,6 @@ Router::StepOutcome Router::step_status_page(Exchange& exchange, RouteState&) {
     return StepOutcome::Answered;
 }
 
-Router::StepOutcome Router::step_redirects(Exchange& exchange, RouteState& route) {
-    SiteHandlers& site = *route.site;
-    if (redirect_to_https(exchange, site) || serve_redirect(exchange, site))
-        return StepOutcome::Answered;
-    return StepOutcome::Continue;
-}
-
 // As nginx's access phase: after the redirects, before any handler.
 Router::StepOutcome Router::step_access(Exchange& exchange, RouteState& route) {
     const SiteHandlers& site = *route.site;
@@ -228,45 +221,6 @@ Router::StepOutcome Router::step_proxy(Exchange& exchange, RouteState& route) {
 Router::StepOutcome Router::step_handler(Exchange& exchange, RouteState& route) {
     route_request(exchange, route, *exchange.request, false);
     return StepOutcome::Answered;
-}
-
-// The site's `https_redirect`, as nginx's `return 301 https://$host$request_uri`
-// on the port-80 server: the same host (its port dropped) and target over TLS.
-bool Router::redirect_to_https(Exchange& exchange, SiteHandlers& site) {
-    if (!site.config || site.config->https_redirect == 0 || exchange.connection->secure)
-        return false;
-    const Request& request = *exchange.request;
-    std::string_view host = request.host;
-    if (host.empty()) return false; // HTTP/1.0 without Host: nothing to name
-    // The parser checked the authority's characters; strip its port ("[v6]:80" too).
-    size_t colon = host.rfind(':');
-    if (colon != std::string_view::npos && host.find(']', colon) == std::string_view::npos)
-        host = host.substr(0, colon);
-    std::string location = "Location: https://";
-    location.append(host);
-    if (site.config->https_redirect != 443) {
-        location.push_back(':');
-        location.append(std::to_string(site.config->https_redirect));
-    }
-    // The absolute form's path and query, or the origin form as sent.
-    std::string_view target = request.target;
-    if (!target.starts_with('/')) {
-        size_t path = target.find('/', target.find("//") + 2);
-        target = path == std::string_view::npos ? "/" : target.substr(path);
-    }
-    location.append(target).append("\r\n");
-    build_error_response(301, reply_context(exchange), exchange.response, location);
-    return true;
-}
-
-bool Router::serve_redirect(Exchange& exchange, SiteHandlers& site) {
-    if (!site.config || site.config->redirects.empty()) return false;
-    if (decode_path(exchange.request->path, path_) != 0) return false; // the files answer 400
-    const Redirect* redirect = find_redirect(*site.config, path_);
-    if (!redirect) return false;
-    std::string location = "Location: " + redirect->to + "\r\n";
-    build_error_response(redirect->status, reply_context(exchange), exchange.response, location);
-    return true;
 }
 
 bool Router::authorize(Exchange& exchange, RouteState& route, std::string_view decoded_path) {

@@ -25,6 +25,7 @@
 #include "net/cidr.h"
 #include "server/basic_auth.h"
 #include "server/options.h"
+#include "server/path_pattern.h"
 #include "server/route_state.h"
 
 #include <memory>
@@ -82,7 +83,6 @@ private:
     // The site, chosen once per exchange by its Host (step_site).
     SiteHandlers& site_of(Exchange& exchange, RouteState& route);
     bool redirect_to_https(Exchange& exchange, SiteHandlers& site);
-    bool serve_redirect(Exchange& exchange, SiteHandlers& site);
     // Basic auth for `decoded_path`: true when the request goes on (an open
     // path, verified credentials, or a rule the verifier granted for this
     // exchange), else its answer is set (401, 400, 503, or an AuthStream
@@ -125,6 +125,8 @@ private:
     std::string log_line_;                         // scratch: the access log line
     Response page_scratch_;                        // scratch: a static error page
     std::string credentials_;                      // scratch: decoded basic credentials
+    PatternMatch pattern_match_;                   // scratch: a pattern redirect's captures
+    std::string redirect_target_;                  // scratch: where a redirect goes
     BasicAuth auth_;                               // this reactor's verified credentials
 };
 

@@ -7,6 +7,12 @@ fastcgi_params (nginx's fastcgi_param): the global table and a site's own on
 top of it, seen by PHP in $_SERVER (SERVER_SOFTWARE = "nginx" is what
 WordPress asks before it offers pretty permalinks).
 
+redirects beyond exact paths (nginx's return and rewrite): prefix redirects
+keep the rest of the path and the query, pattern redirects (PCRE2) fill $1..$9
+percent-encoded (a capture with CR LF cannot add a header), the first rule
+that matches wins, and `rewrite = true` serves a front controller or a file
+in place of the path, method and body kept.
+
 migrating_config_test.py keeps what is not about requests (includes, -t,
 reload, the guide's keys). Needs php-fpm."""
 import json
@@ -26,7 +32,7 @@ class MatrixMigrating(unittest.TestCase):
     def setUpClass(cls):
         harness.require_binary()
         cls.dir = harness.temp_dir(cls, name="matrix-migrating")
-        for site in ("wp", "plain"):
+        for site in ("wp", "plain", "r"):
             os.makedirs(os.path.join(cls.dir, site))
             shutil.copy(os.path.join(HERE, "php", "env.php"), os.path.join(cls.dir, site))
         config = os.path.join(cls.dir, "lepus.toml")
@@ -45,9 +51,25 @@ class MatrixMigrating(unittest.TestCase):
                     [[site]]
                     server_names = ["plain.test"]
                     root = "{d}/plain"
+
+                    [[site]]
+                    server_names = ["r.test"]
+                    root = "{d}/r"
+                    redirects = [
+                      {{ from = "/exact", to = "https://example.test/", status = 302 }},
+                      {{ from = "/old/", to = "/new/", prefix = true }},
+                      {{ pattern = '^/blog/(\d+)/(.*)$', to = "/posts/$1/$2", status = 308 }},
+                      {{ pattern = '^/tag/([a-z]+)$', to = "/search?tag=$1", status = 307 }},
+                      {{ pattern = '^/raw/([^/]+)$', to = "/cooked/$1" }},
+                      {{ from = "/latest", to = "/v2.txt", rewrite = true }},
+                      {{ pattern = '^/app/(.*)$', to = "/env.php?route=$1", rewrite = true }},
+                      {{ pattern = '^/app', to = "/never-reached" }},
+                    ]
                     """).format(d=cls.dir, fpm=address))
             return ["--config", config]
         cls.fpm, cls.server = phpfpm.start_site(cls, write_config, children=4, fastcgi=False)
+        with open(os.path.join(cls.dir, "r", "v2.txt"), "w") as f:
+            f.write("version 2\n")
 
     def fetch(self, host, path, *headers, **kwargs):
         return self.server.fetch(path, headers=["Host: " + host] + list(headers), **kwargs)
@@ -73,6 +95,54 @@ class MatrixMigrating(unittest.TestCase):
         self.assertEqual(env["APP_ENV"], "prod")
         self.assertEqual(env["APP_REGION"], "eu")
         self.assertEqual(env["HTTP_HOST"], "plain.test")
+
+
+    # --- redirects and rewrites -----------------------------------------------
+
+    def assert_redirect(self, path, status, location):
+        response = self.fetch("r.test", path)
+        self.assertEqual((response.status, response.header("location")), (status, location), path)
+        return response
+
+    def test_an_exact_redirect_is_unchanged(self):
+        self.assert_redirect("/exact", 302, "https://example.test/")
+        self.assert_redirect("/exact?q=1", 302, "https://example.test/")
+        self.assertEqual(self.fetch("r.test", "/exact/more").status, 404)
+
+    def test_a_prefix_redirect_keeps_the_rest_of_the_path_and_the_query(self):
+        self.assert_redirect("/old/a?b", 301, "/new/a?b")
+        self.assert_redirect("/old/", 301, "/new/")
+        self.assert_redirect("/old/d%20e/f.html", 301, "/new/d%20e/f.html")
+        self.assertEqual(self.fetch("r.test", "/old").status, 404)  # not under the prefix
+
+    def test_a_pattern_redirect_fills_its_captures(self):
+        self.assert_redirect("/blog/2024/hello", 308, "/posts/2024/hello")
+        self.assert_redirect("/blog/7/a/b?x=1", 308, "/posts/7/a/b?x=1")
+        self.assert_redirect("/tag/news", 307, "/search?tag=news")
+        self.assert_redirect("/tag/news?page=2", 307, "/search?tag=news&page=2")
+        self.assertEqual(self.fetch("r.test", "/blog/x/hello").status, 404)  # \d+ needs digits
+
+    def test_a_capture_cannot_add_a_header(self):
+        # ('.' stops at a newline, as in nginx: [^/] takes it.)
+        response = self.assert_redirect("/raw/a%0d%0aSet-Cookie:%20x=1", 301,
+                                        "/cooked/a%0D%0ASet-Cookie%3A%20x=1")
+        self.assertNotIn("set-cookie", response.headers)
+
+    def test_a_rewrite_serves_a_file_in_place_of_the_path(self):
+        response = self.fetch("r.test", "/latest")
+        self.assertEqual((response.status, response.body), (200, b"version 2\n"))
+        self.assertIsNone(response.header("location"))
+
+    def test_a_rewrite_runs_a_front_controller_with_the_method_and_body(self):
+        env = self.env("r.test", "/app/users/42?page=2")
+        self.assertEqual(env["SCRIPT_NAME"], "/env.php")
+        self.assertEqual(env["QUERY_STRING"], "route=users/42&page=2")
+        self.assertEqual(env["REQUEST_URI"], "/app/users/42?page=2")  # the client's, as nginx
+        response = self.fetch("r.test", "/app/form", "Content-Type: text/plain",
+                              method="POST", body=b"hello")
+        self.assertEqual(response.status, 200, response.body)
+        env = json.loads(response.body)
+        self.assertEqual((env["REQUEST_METHOD"], env["CONTENT_LENGTH"]), ("POST", "5"))
 
 
 if __name__ == "__main__":

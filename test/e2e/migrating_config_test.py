@@ -126,5 +126,39 @@ class Includes(unittest.TestCase):
             server.stop(self)
 
 
+class RedirectKeys(unittest.TestCase):
+    """Patterns are compiled when the file is read: -t names each bad one."""
+
+    def test_bad_redirects_are_refused_with_their_line(self):
+        folder = harness.temp_dir(self, "redirect-keys")
+        path = os.path.join(folder, "lepus.toml")
+        with open(path, "w") as f:
+            f.write(textwrap.dedent("""\
+                [[site]]
+                root = "%s"
+                redirects = [
+                  { pattern = '^/blog/(\\d+', to = "/x" },
+                  { pattern = '^/a/(.*)$', to = "/b/$2" },
+                  { from = "/a", pattern = '^/a', to = "/b" },
+                  { pattern = '^/a', to = "/b", prefix = true },
+                  { from = "/a", to = "/b", rewrite = true, status = 302 },
+                  { from = "/a", to = "https://elsewhere/", rewrite = true },
+                  { pattern = '^/fine/(\\d+)$', to = "/ok/$1", status = 307 },
+                ]
+                """ % folder))
+        result = check(path)
+        self.assertEqual(result.returncode, 1, result.stderr)
+        where = re.escape(path)
+        self.assertRegex(result.stderr, where + r":4:\d+: pattern '\^/blog/\(\\d\+': "
+                         r"missing closing parenthesis at offset 11")
+        self.assertRegex(result.stderr, where + r":5:\d+: '/b/\$2' names \$2 but the pattern "
+                         r"has 1 group")
+        self.assertRegex(result.stderr, where + r":6:\d+: a redirect needs from .* or pattern")
+        self.assertRegex(result.stderr, where + r":7:\d+: prefix = true goes with from")
+        self.assertRegex(result.stderr, where + r":8:\d+: a rewrite goes to a path")
+        self.assertRegex(result.stderr, where + r":9:\d+: a rewrite goes to a path")
+        self.assertNotRegex(result.stderr, where + r":10:")
+
+
 if __name__ == "__main__":
     harness.main()
