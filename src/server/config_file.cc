@@ -284,6 +284,8 @@ public:
                     error(node, message);
             } else if (name == "auth") {
                 detail::read_auth_rules(*this, node, site);
+            } else if (name == "locations") {
+                detail::read_locations(*this, node, site);
             } else {
                 error(node, "unknown key '" + std::string(name) + "' in [[site]]");
             }

@@ -91,6 +91,22 @@ struct AuthRule {
     std::string origin;                    // "lepus.toml:12:1", for messages
 };
 
+// `locations = [{ path = "/wp-content/", root = "/var/lib/wordpress/wp-content" }]`
+// in a [[site]]: the paths under `path` are files of `root`, the prefix cut
+// off (nginx's `location /wp-content/ { alias ...; }`: /wp-content/uploads/a.jpg
+// is ROOT/uploads/a.jpg). `exact = true` matches the one path only (nginx's
+// `location =`). An exact location wins, then the longest prefix.
+struct SiteLocation {
+    std::string path;
+    std::string root;
+    bool exact = false;
+    // "static": files only, the default (a path the site would run as a
+    // script answers 403 there, never its source); "fastcgi": scripts under
+    // the root go to the site's backend, with this root as DOCUMENT_ROOT.
+    std::string handler = "static";
+    std::string origin; // "lepus.toml:12:1", for messages
+};
+
 struct SiteConfig {
     std::vector<std::string> server_names; // "example.com", "*.example.com"
     bool is_default = false;               // `default = true`, or the first site
@@ -116,7 +132,8 @@ struct SiteConfig {
     // `x_accel = "/protected/=/srv/files"` (server/x_accel.h); nullopt: the top level's.
     std::optional<XAccel> x_accel;
     std::vector<AuthRule> auth; // `auth = [...]` (see AuthRule)
-    std::string origin;         // "lepus.toml:12:1", for messages
+    std::vector<SiteLocation> locations;
+    std::string origin; // "lepus.toml:12:1", for messages
 };
 
 struct ConfigFile {

@@ -355,6 +355,17 @@ CommandLineResult parse_command_line(int argc, char** argv, ServerOptions& optio
     for (const SiteConfig& site : options.sites)
         if (std::string error = check_root(site.root); !error.empty())
             return {false, (usage_error(site.origin + ": " + error), error_exit)};
+    for (const SiteConfig& site : options.sites)
+        for (const SiteLocation& location : site.locations) {
+            std::string error = check_root(location.root);
+            if (error.empty() && location.handler == "fastcgi" && !site.fastcgi &&
+                options.fastcgi.empty())
+                error = "handler = \"fastcgi\" but the site has no fastcgi";
+            if (!error.empty())
+                return {false, (usage_error(location.origin + ": location " + location.path + ": " +
+                                            error),
+                                error_exit)};
+        }
     warn_about_sites(options);
     // The htpasswd files of the sites' auth rules: read now, so that a bad
     // one stops the start, `-t` and a reload (the running files stay).

@@ -131,10 +131,11 @@ void Router::run_steps(Exchange& exchange, RouteState& route, size_t first) {
         LEPUS_STEP(3, route.site->config, step_redirects);
         LEPUS_STEP(4, route.site->config && !route.site->config->auth.empty(), step_access);
         LEPUS_STEP(5, route.site->x_accel, step_internal);
-        LEPUS_STEP(6, route.site->proxy, step_proxy);
-        LEPUS_STEP(7, route.site->try_files, step_try_files);
-    case 8:
-        step = 8;
+        LEPUS_STEP(6, !route.site->locations.empty(), step_location);
+        LEPUS_STEP(7, route.site->proxy, step_proxy);
+        LEPUS_STEP(8, route.site->try_files, step_try_files);
+    case 9:
+        step = 9;
         outcome = step_handler(exchange, route);
         break;
     default:
@@ -358,36 +359,17 @@ void Router::route_request(Exchange& exchange, RouteState& route, const Request&
             build_error_response(scripts->status(), reply_context(exchange), exchange.response);
             return apply_error_page(exchange, route, scripts->status());
         case fastcgi::RouteKind::Script: {
-            std::string server_name;
-            if (site.config && !site.config->server_names.empty())
-                server_name = site.config->server_names.front();
-            else
-                exchange.connection->local().format_host(server_name);
-            fastcgi::ScriptTarget target{scripts->document_root(), scripts->script_name(),
-                                         scripts->path_info(), scripts->script_filename(),
-                                         server_name};
-            target.extra_params = site.fastcgi_params;
+            fastcgi::ScriptTarget target{scripts->document_root(),
+                                         scripts->script_name(),
+                                         scripts->path_info(),
+                                         scripts->script_filename(),
+                                         {}};
             if (rewritten) {
                 target.rewritten = true;
                 target.rewritten_path = request.path;
                 target.rewritten_query = request.query;
             }
-            fastcgi::UpstreamPool& pool = route.serving->pool_of(site);
-            if (buffers_request_body(exchange, site)) {
-                // php-fpm gets the request once its body is here: a child is
-                // not held by a client that sends slowly (issue 32).
-                exchange.stream = std::make_unique<BufferedBodyStream>(
-                    [&pool, &exchange, owned = OwnedScriptTarget(target)] {
-                        return std::make_unique<fastcgi::FastCgiExchange>(pool, exchange,
-                                                                          owned.view());
-                    },
-                    *site.body_buffer);
-            } else {
-                exchange.stream =
-                    std::make_unique<fastcgi::FastCgiExchange>(pool, exchange, target);
-            }
-            // X-Accel-Redirect / X-Sendfile (the files answer instead: redirect()), compression.
-            return wrap_response_stream(exchange, site, StreamOrigin::Script);
+            return run_script(exchange, route, target);
         }
         }
     }
@@ -395,6 +377,31 @@ void Router::route_request(Exchange& exchange, RouteState& route, const Request&
                        exchange.response);
     if (exchange.response.status >= 400)
         apply_error_page(exchange, route, exchange.response.status);
+}
+
+void Router::run_script(Exchange& exchange, RouteState& route, fastcgi::ScriptTarget target) {
+    SiteHandlers& site = *route.site;
+    std::string server_name;
+    if (site.config && !site.config->server_names.empty())
+        server_name = site.config->server_names.front();
+    else
+        exchange.connection->local().format_host(server_name);
+    target.server_name = server_name;
+    target.extra_params = site.fastcgi_params;
+    fastcgi::UpstreamPool& pool = route.serving->pool_of(site);
+    if (buffers_request_body(exchange, site)) {
+        // php-fpm gets the request once its body is here: a child is
+        // not held by a client that sends slowly (issue 32).
+        exchange.stream = std::make_unique<BufferedBodyStream>(
+            [&pool, &exchange, owned = OwnedScriptTarget(target)] {
+                return std::make_unique<fastcgi::FastCgiExchange>(pool, exchange, owned.view());
+            },
+            *site.body_buffer);
+    } else {
+        exchange.stream = std::make_unique<fastcgi::FastCgiExchange>(pool, exchange, target);
+    }
+    // X-Accel-Redirect / X-Sendfile (the files answer instead: redirect()), compression.
+    wrap_response_stream(exchange, site, StreamOrigin::Script);
 }
 
 // A script's X-Accel-Redirect (or X-Sendfile, turned into a URI under the

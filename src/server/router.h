@@ -8,6 +8,8 @@
 //   access        basic auth (server/basic_auth.h); Pending while a verifier
 //                 thread checks a password (AuthStream), then resumed
 //   internal      the X-Accel folder is not for clients: 404
+//   location      a site's `locations`: files (or scripts) of their own roots
+//                 (router_locations.cc)
 //   proxy         the site's HTTP backend (router_proxy.cc)
 //   try_files     rewrite to the first candidate that exists, or the fallback
 //   handler       a script (FastCGI) or the static files
@@ -21,6 +23,7 @@
 // site_table.cc (append_rule_headers).
 #pragma once
 
+#include "fastcgi/fastcgi_exchange.h"
 #include "http/exchange.h"
 #include "net/cidr.h"
 #include "server/basic_auth.h"
@@ -73,6 +76,7 @@ private:
     StepOutcome step_redirects(Exchange& exchange, RouteState& route);
     StepOutcome step_access(Exchange& exchange, RouteState& route);
     StepOutcome step_internal(Exchange& exchange, RouteState& route);
+    StepOutcome step_location(Exchange& exchange, RouteState& route);
     StepOutcome step_proxy(Exchange& exchange, RouteState& route);
     StepOutcome step_try_files(Exchange& exchange, RouteState& route);
     StepOutcome step_handler(Exchange& exchange, RouteState& route);
@@ -97,6 +101,12 @@ private:
     // script or the files; `rewritten`: the script must see its path and query.
     void route_request(Exchange& exchange, RouteState& route, const Request& request,
                        bool rewritten);
+    // Sends the request to the site's FastCGI backend as `target` (its
+    // SERVER_NAME and parameters the site's), body buffered as the site says.
+    void run_script(Exchange& exchange, RouteState& route, fastcgi::ScriptTarget target);
+    // The files of a location answered: error pages, and a directory's 301
+    // pointed back under the location's path.
+    void finish_location_answer(Exchange& exchange, RouteState& route, std::string_view prefix);
     // Re-routes the exchange to `decoded_path`?`query` (method, headers and
     // body kept): Answered, or Pending while the target's password is checked.
     StepOutcome rewrite(Exchange& exchange, RouteState& route, std::string_view decoded_path,
@@ -127,6 +137,7 @@ private:
     std::string credentials_;                      // scratch: decoded basic credentials
     PatternMatch pattern_match_;                   // scratch: a pattern redirect's captures
     std::string redirect_target_;                  // scratch: where a redirect goes
+    std::string location_path_;                    // scratch: a path below a location's root
     BasicAuth auth_;                               // this reactor's verified credentials
 };
 

@@ -99,6 +99,41 @@ bool make_x_accel_files(const std::optional<XAccel>& x_accel, const StaticOption
     return bool(handlers.x_accel_files);
 }
 
+// The site's locations, each with its own files (and scripts) under its
+// root, with the site's file options otherwise; sorted for the router.
+bool make_locations(const SiteConfig& site, const StaticOptions& site_options,
+                    const fastcgi::ScriptResolverOptions* scripts, SiteHandlers& handlers,
+                    std::string& error) {
+    auto extensions = std::make_shared<const std::vector<std::string>>(
+        scripts ? scripts->extensions : std::vector<std::string>{});
+    for (const SiteLocation& config : site.locations) {
+        SiteHandlers::Location location;
+        location.config = &config;
+        StaticOptions options = site_options;
+        options.root = config.root;
+        location.files = StaticHandler::create(options, error);
+        if (location.files && config.handler == "fastcgi" && scripts) {
+            fastcgi::ScriptResolverOptions own = *scripts;
+            own.root = config.root;
+            location.scripts = fastcgi::ScriptResolver::create(own, error);
+        }
+        if (!location.files || (config.handler == "fastcgi" && !location.scripts)) {
+            if (config.handler == "fastcgi" && !scripts) error = "the site has no fastcgi";
+            error.insert(0, config.origin + ": location " + config.path + ": ");
+            return false;
+        }
+        location.script_extensions = extensions;
+        location.extension_views.assign(extensions->begin(), extensions->end());
+        handlers.locations.push_back(std::move(location));
+    }
+    std::stable_sort(handlers.locations.begin(), handlers.locations.end(),
+                     [](const SiteHandlers::Location& a, const SiteHandlers::Location& b) {
+                         if (a.config->exact != b.config->exact) return a.config->exact;
+                         return a.config->path.size() > b.config->path.size();
+                     });
+    return true;
+}
+
 std::unique_ptr<ServingSet> make_serving_set(const ServerOptions& options,
                                              const std::shared_ptr<const SiteTable>& sites,
                                              SiteLogs& logs, unsigned index, unsigned threads,
@@ -157,12 +192,13 @@ std::unique_ptr<ServingSet> make_serving_set(const ServerOptions& options,
         }
         // A site without its own `fastcgi` sends its scripts, resolved under its
         // own root, to the global backend (nginx inherits fastcgi_pass alike).
+        std::optional<fastcgi::ScriptResolverOptions> scripts;
         if (site.fastcgi || global_fastcgi) {
             const SiteFastCgi* own = site.fastcgi ? &*site.fastcgi : nullptr;
-            fastcgi::ScriptResolverOptions scripts{
+            scripts = fastcgi::ScriptResolverOptions{
                 site.root, own && !own->ext.empty() ? own->ext : options.fastcgi_ext,
                 site_options.index, site_options.dotfiles_allow, site_options.symlinks};
-            handlers.scripts = fastcgi::ScriptResolver::create(scripts, error);
+            handlers.scripts = fastcgi::ScriptResolver::create(*scripts, error);
             if (!handlers.scripts) {
                 error.insert(0, site.origin + ": ");
                 return nullptr;
@@ -171,6 +207,8 @@ std::unique_ptr<ServingSet> make_serving_set(const ServerOptions& options,
             handlers.fastcgi_params = options.fastcgi_params;
             fastcgi::merge_cgi_params(handlers.fastcgi_params, site.fastcgi_params);
         }
+        if (!make_locations(site, site_options, scripts ? &*scripts : nullptr, handlers, error))
+            return nullptr;
         if (site.proxy || !options.proxy.address.empty())
             handlers.proxy = make_proxy_route(*set, options, site.proxy ? &*site.proxy : nullptr,
                                               index, threads);

@@ -55,6 +55,17 @@ struct SiteHandlers {
         std::string host;
     };
     std::optional<ProxyRoute> proxy;
+    // The site's `locations` (server/router_locations.cc), exact ones first,
+    // then prefixes longest first: the first that matches is the request's.
+    struct Location {
+        const SiteLocation* config = nullptr;
+        std::unique_ptr<StaticHandler> files;
+        std::unique_ptr<fastcgi::ScriptResolver> scripts; // handler = "fastcgi"
+        // The site's script extensions: a static location refuses them (403).
+        std::shared_ptr<const std::vector<std::string>> script_extensions;
+        std::vector<std::string_view> extension_views;
+    };
+    std::vector<Location> locations;
 };
 
 struct ServingSet {

@@ -13,6 +13,14 @@ percent-encoded (a capture with CR LF cannot add a header), the first rule
 that matches wins, and `rewrite = true` serves a front controller or a file
 in place of the path, method and body kept.
 
+locations with their own root (nginx's alias): the path below the prefix is
+a file of the location's root (uploads served where a front controller
+would answer 404), the longest prefix wins and an exact location wins over
+prefixes, a prefix takes whole segments, a directory's 301 keeps the prefix,
+a script under a static location is refused (403, never its source), a link
+out of the root is refused, and handler = "fastcgi" runs scripts with the
+location's root as DOCUMENT_ROOT.
+
 migrating_config_test.py keeps what is not about requests (includes, -t,
 reload, the guide's keys). Needs php-fpm."""
 import json
@@ -32,9 +40,20 @@ class MatrixMigrating(unittest.TestCase):
     def setUpClass(cls):
         harness.require_binary()
         cls.dir = harness.temp_dir(cls, name="matrix-migrating")
-        for site in ("wp", "plain", "r"):
+        for site in ("wp", "plain", "r", "approot"):
             os.makedirs(os.path.join(cls.dir, site))
             shutil.copy(os.path.join(HERE, "php", "env.php"), os.path.join(cls.dir, site))
+        files = {"content/uploads/2024/a.jpg": "jpeg bytes", "content/plugins/p/x.php":
+                 "<?php echo 'ran';", "special/b.txt": "special b",
+                 "robots/robots.txt": "User-agent: *", "robots/other.txt": "other",
+                 "secret.txt": "secret", "wp/wp-contentx": "not a location"}
+        for name, content in files.items():
+            path = os.path.join(cls.dir, name)
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            with open(path, "w") as f:
+                f.write(content)
+        os.symlink(os.path.join(cls.dir, "secret.txt"),
+                   os.path.join(cls.dir, "content", "uploads", "escape.txt"))
         config = os.path.join(cls.dir, "lepus.toml")
 
         def write_config(address):
@@ -64,6 +83,17 @@ class MatrixMigrating(unittest.TestCase):
                       {{ from = "/latest", to = "/v2.txt", rewrite = true }},
                       {{ pattern = '^/app/(.*)$', to = "/env.php?route=$1", rewrite = true }},
                       {{ pattern = '^/app', to = "/never-reached" }},
+                    ]
+
+                    [[site]]
+                    server_names = ["loc.test"]
+                    root = "{d}/wp"
+                    try_files = ["$uri", "$uri/", "/env.php?$query_string"]
+                    locations = [
+                      {{ path = "/wp-content/", root = "{d}/content" }},
+                      {{ path = "/wp-content/special", root = "{d}/special" }},
+                      {{ path = "/robots.txt", exact = true, root = "{d}/robots" }},
+                      {{ path = "/app/", root = "{d}/approot", handler = "fastcgi" }},
                     ]
                     """).format(d=cls.dir, fpm=address))
             return ["--config", config]
@@ -143,6 +173,64 @@ class MatrixMigrating(unittest.TestCase):
         self.assertEqual(response.status, 200, response.body)
         env = json.loads(response.body)
         self.assertEqual((env["REQUEST_METHOD"], env["CONTENT_LENGTH"]), ("POST", "5"))
+
+
+    # --- locations ---------------------------------------------------------------
+
+    def assert_body(self, path, status, body):
+        response = self.fetch("loc.test", path)
+        self.assertEqual((response.status, response.body), (status, body), path)
+        return response
+
+    def test_a_location_serves_files_of_its_own_root(self):
+        response = self.assert_body("/wp-content/uploads/2024/a.jpg", 200, b"jpeg bytes")
+        self.assertEqual(response.header("content-type"), "image/jpeg")
+        # %-encoded and dot segments are the same path to the location.
+        self.assert_body("/wp-content/uploads/%32024/./a.jpg", 200, b"jpeg bytes")
+        self.assert_body("/wp-content/uploads/x/../2024/a.jpg", 200, b"jpeg bytes")
+
+    def test_a_missing_file_under_a_location_is_a_404_not_the_front_controller(self):
+        response = self.fetch("loc.test", "/wp-content/uploads/none.jpg")
+        self.assertEqual(response.status, 404)
+        # Outside the locations the site's try_files still runs its script.
+        env = self.env("loc.test", "/some/pretty/permalink")
+        self.assertEqual(env["SCRIPT_NAME"], "/env.php")
+
+    def test_the_longest_prefix_then_exact_and_whole_segments(self):
+        self.assert_body("/wp-content/special/b.txt", 200, b"special b")
+        self.assert_body("/robots.txt", 200, b"User-agent: *")
+        # Not the exact path: the site's own try_files (its front controller).
+        self.assertEqual(json.loads(self.fetch("loc.test", "/robots.txt/x").body)["SCRIPT_NAME"],
+                         "/env.php")
+        self.assert_body("/wp-contentx", 200, b"not a location")
+
+    def test_a_directory_redirect_keeps_the_prefix(self):
+        response = self.fetch("loc.test", "/wp-content/uploads/2024?a=1")
+        self.assertEqual(response.status, 301)
+        self.assertEqual(response.header("location"), "/wp-content/uploads/2024/?a=1")
+
+    def test_a_script_under_a_static_location_is_refused(self):
+        response = self.fetch("loc.test", "/wp-content/plugins/p/x.php")
+        self.assertEqual(response.status, 403)
+        self.assertNotIn(b"<?php", response.body)
+
+    def test_a_link_out_of_the_location_root_is_refused(self):
+        response = self.fetch("loc.test", "/wp-content/uploads/escape.txt")
+        self.assertIn(response.status, (403, 404))
+        self.assertNotIn(b"secret", response.body)
+        # Normalised to /secret.txt, which is not in a location (the front controller's).
+        response = self.fetch("loc.test", "/wp-content/../secret.txt")
+        self.assertEqual(json.loads(response.body)["SCRIPT_NAME"], "/env.php")
+
+    def test_a_fastcgi_location_runs_scripts_of_its_root(self):
+        env = self.env("loc.test", "/app/env.php/extra?x=1")
+        root = os.path.realpath(os.path.join(self.dir, "approot"))
+        self.assertEqual(env["DOCUMENT_ROOT"], root)
+        self.assertEqual(env["SCRIPT_FILENAME"], os.path.join(root, "env.php"))
+        self.assertEqual(env["SCRIPT_NAME"], "/app/env.php")
+        self.assertEqual(env["PATH_INFO"], "/extra")
+        self.assertEqual(env["REQUEST_URI"], "/app/env.php/extra?x=1")
+        self.assertEqual(env["APP_REGION"], "eu")  # the site's parameters
 
 
 if __name__ == "__main__":

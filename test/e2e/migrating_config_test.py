@@ -160,5 +160,39 @@ class RedirectKeys(unittest.TestCase):
         self.assertNotRegex(result.stderr, where + r":10:")
 
 
+class LocationKeys(unittest.TestCase):
+    def check_site(self, locations):
+        folder = harness.temp_dir(self, "location-keys")
+        path = os.path.join(folder, "lepus.toml")
+        with open(path, "w") as f:
+            f.write('[[site]]\nroot = "%s"\nlocations = [\n%s\n]\n' % (folder, locations))
+        return path, check(path)
+
+    def test_bad_locations_are_refused_with_their_line(self):
+        path, result = self.check_site(
+            '{ path = "wp-content/", root = "/" },\n'
+            '{ path = "/a/", root = "/", headers = [] },\n'
+            '{ path = "/b/", root = "/", handler = "cgi" },\n'
+            '{ path = "/c/../d/", root = "/" },\n'
+            '{ path = "/e/" },')
+        self.assertEqual(result.returncode, 1, result.stderr)
+        where = re.escape(path)
+        self.assertRegex(result.stderr, where + r":4:\d+: a location needs a path starting with /")
+        self.assertRegex(result.stderr, where + r":5:\d+: 'headers' in a location is not "
+                         r"supported yet")
+        self.assertRegex(result.stderr, where + r":6:\d+: a location's handler is static or fastcgi")
+        self.assertRegex(result.stderr, where + r":7:\d+: a location's path is a normalised path")
+        self.assertRegex(result.stderr, where + r":8:\d+: a location needs a 'root'")
+
+    def test_a_missing_root_and_fastcgi_without_a_backend_are_named(self):
+        path, result = self.check_site('{ path = "/up/", root = "/nonexistent/lepus-up" },')
+        self.assertEqual(result.returncode, 1)
+        self.assertRegex(result.stderr, re.escape(path) + r":4:\d+: location /up/: root "
+                         r"'/nonexistent/lepus-up' does not exist")
+        path, result = self.check_site('{ path = "/up/", root = "/tmp", handler = "fastcgi" },')
+        self.assertEqual(result.returncode, 1)
+        self.assertIn("the site has no fastcgi", result.stderr)
+
+
 if __name__ == "__main__":
     harness.main()

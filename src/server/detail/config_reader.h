@@ -97,5 +97,7 @@ void read_header_rules(ConfigReader& reader, const toml::node& node, SiteConfig&
 void read_auth_rules(ConfigReader& reader, const toml::node& node, SiteConfig& site);
 void read_redirects(ConfigReader& reader, const toml::node& node, SiteConfig& site);
 void read_tls(ConfigReader& reader, const toml::node& node, SiteConfig& site);
+// `locations` (config_locations.cc).
+void read_locations(ConfigReader& reader, const toml::node& node, SiteConfig& site);
 
 } // namespace lepus::detail
