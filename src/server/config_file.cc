@@ -1,6 +1,7 @@
 #include "server/config_file.h"
 
 #include "base/units.h"
+#include "log/access_log_format.h"
 #include "server/detail/config_reader.h"
 
 #include <algorithm>
@@ -249,6 +250,15 @@ public:
                     site.dotfiles_allow = *text == "allow";
             } else if (name == "access_log") {
                 site.access_log = string(node, name);
+            } else if (name == "access_log_format") {
+                std::string message;
+                auto text = string(node, name);
+                auto format = text ? AccessLogFormat::compile(*text, message) : std::nullopt;
+                if (format)
+                    site.access_log_format =
+                        std::make_shared<const AccessLogFormat>(std::move(*format));
+                else if (text)
+                    error(node, message);
             } else if (name == "fastcgi") {
                 detail::read_fastcgi(*this, node, site);
             } else if (name == "fastcgi_params") {

@@ -28,6 +28,7 @@ struct HeaderRule {
 };
 
 class PathPattern;
+class AccessLogFormat;
 
 // `redirects = [...]` in a [[site]], tried in their order, the first that
 // matches the decoded path wins (as nginx's rewrite directives run in order):
@@ -116,6 +117,9 @@ struct SiteConfig {
     std::optional<bool> request_buffering; // false: bodies stream to the backend
     std::optional<std::string> symlinks;   // "beneath", "follow", "owner"
     std::optional<std::string> access_log;
+    // `access_log_format`: "combined", "json" or a text with $variables,
+    // compiled when read; null: the top level's (--access-log-format).
+    std::shared_ptr<const AccessLogFormat> access_log_format;
     std::optional<SiteFastCgi> fastcgi;
     // `fastcgi_params = { SERVER_SOFTWARE = "nginx" }`: on top of --fastcgi-param.
     std::vector<std::pair<std::string, std::string>> fastcgi_params;

@@ -187,6 +187,10 @@ void add_log_and_limit_options(CLI::App& app, ServerOptions& options, OptionText
     app.option_defaults()->group("Logs");
     app.add_option("--access-log", options.access_log, "Access log: PATH, - (stderr) or off")
         ->capture_default_str();
+    app.add_option("--access-log-format", options.access_log_format_text,
+                   "combined, json (one object per line) or nginx's log_format text with "
+                   "$variables ('$remote_addr \"$request\" $status $request_time')")
+        ->capture_default_str();
     app.add_option("--error-log", options.error_log, "Error log: PATH or - (stderr)")
         ->capture_default_str();
     app.add_option("--log-level", options.log_level, "error, warn, info or debug")

@@ -270,6 +270,12 @@ std::string finish_options(const CLI::App& app, ServerOptions& options, const Op
         return "--status-path must start with /";
     if (options.access_log.empty() || options.error_log.empty())
         return "log paths must not be empty";
+    {
+        std::string error;
+        auto format = AccessLogFormat::compile(options.access_log_format_text, error);
+        if (!format) return error;
+        options.access_log_format = std::make_shared<const AccessLogFormat>(std::move(*format));
+    }
     if (std::string error = protect_from_root(options, app.count("--root") > 0); !error.empty())
         return error;
     return check_root(options.root);

@@ -3,6 +3,7 @@
 #pragma once
 
 #include "http/open_beneath.h"
+#include "log/access_log_format.h"
 #include "net/poller.h"
 #include "net/proxy_protocol.h"
 #include "net/socket.h"
@@ -12,6 +13,7 @@
 #include "server/x_accel.h"
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -35,6 +37,9 @@ struct ServerOptions {
     int64_t max_connections = 0;                  // 0: derived from RLIMIT_NOFILE
 
     std::string access_log = "-";
+    // --access-log-format combined|json|TEXT (log/access_log_format.h), compiled.
+    std::string access_log_format_text = "combined";
+    std::shared_ptr<const AccessLogFormat> access_log_format;
     std::string error_log = "-";
     std::string log_level = "warn";
 

@@ -33,6 +33,9 @@ struct RouteState {
     // and the handler's header lines kept on that answer.
     std::string redirect_target;
     std::string redirect_headers;
+    // When the request went to a backend (FastCGI or HTTP): the access log's
+    // $upstream_response_time; 0: none did.
+    uint64_t upstream_started_ms = 0;
 
     // Back to a fresh state, keeping the strings' capacity.
     void reset() {
@@ -42,6 +45,7 @@ struct RouteState {
         granted = nullptr;
         redirect_target.clear();
         redirect_headers.clear();
+        upstream_started_ms = 0;
     }
 };
 

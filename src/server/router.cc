@@ -389,6 +389,7 @@ void Router::run_script(Exchange& exchange, RouteState& route, fastcgi::ScriptTa
     target.server_name = server_name;
     target.extra_params = site.fastcgi_params;
     fastcgi::UpstreamPool& pool = route.serving->pool_of(site);
+    route.upstream_started_ms = exchange.now_ms;
     if (buffers_request_body(exchange, site)) {
         // php-fpm gets the request once its body is here: a child is
         // not held by a client that sends slowly (issue 32).
@@ -506,6 +507,28 @@ void Router::finish(Exchange& exchange) {
     exchange.remote_user.clear();
 }
 
+AccessLogExtras Router::log_extras(const Exchange& exchange) {
+    AccessLogExtras extras;
+    const ConnectionInfo& connection = *exchange.connection;
+    uint64_t now_ms = worker_.reactor().now_ms();
+    if (exchange.now_ms && now_ms >= exchange.now_ms)
+        extras.request_time_ms = now_ms - exchange.now_ms;
+    const RouteState* route = exchange.route.get();
+    if (route && route->upstream_started_ms && now_ms >= route->upstream_started_ms)
+        extras.upstream_time_ms = now_ms - route->upstream_started_ms;
+    if (const Request* request = exchange.request) {
+        std::string_view host = request->host;
+        size_t colon = host.rfind(':');
+        if (colon != std::string_view::npos && host.find(']', colon) == std::string_view::npos)
+            host = host.substr(0, colon);
+        extras.host = host;
+    }
+    extras.ssl_protocol = connection.secure ? connection.tls_protocol : std::string_view();
+    extras.scheme = connection.secure ? "https" : "http";
+    if (exchange.protocol == "HTTP/2.0") extras.http2 = connection.secure ? "h2" : "h2c";
+    return extras;
+}
+
 void Router::account(Exchange& exchange, int status, uint64_t body_bytes) {
     WorkerStats& stats = worker_.stats();
     WorkerStats::bump(stats.requests);
@@ -534,7 +557,15 @@ void Router::account(Exchange& exchange, int status, uint64_t body_bytes) {
         entry.unparsed_line = exchange.request_line;
     }
     log_line_.clear();
-    append_combined_line(entry, log_line_);
+    const AccessLogFormat* format = site ? site->log_format : nullptr;
+    if (!site && exchange.route && exchange.route->serving)
+        format = exchange.route->serving->access_log_format.get();
+    else if (!site)
+        format = worker_.serving()->access_log_format.get();
+    if (!format || format->kind() == AccessLogFormat::Kind::Combined)
+        append_combined_line(entry, log_line_); // the default, kept on its fast path
+    else
+        format->append(entry, log_extras(exchange), log_line_);
     log.append(log_line_);
 }
 

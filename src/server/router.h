@@ -25,6 +25,7 @@
 
 #include "fastcgi/fastcgi_exchange.h"
 #include "http/exchange.h"
+#include "log/access_log_format.h"
 #include "net/cidr.h"
 #include "server/basic_auth.h"
 #include "server/options.h"
@@ -93,6 +94,8 @@ private:
     // that waits for the verifier).
     bool authorize(Exchange& exchange, RouteState& route, std::string_view decoded_path);
     void answer_unauthorized(Exchange& exchange, RouteState& route, const AuthRule& rule);
+    // What a custom access-log format names beyond the Combined fields.
+    AccessLogExtras log_extras(const Exchange& exchange);
     // The user name an Authorization header supplies, verified or not (the access log's).
     std::string_view supplied_user(const Exchange& exchange);
     // The site's HTTP backend, when the request is for it (server/router_proxy.cc).

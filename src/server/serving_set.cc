@@ -148,6 +148,8 @@ std::unique_ptr<ServingSet> make_serving_set(const ServerOptions& options,
     auto set = std::make_unique<ServingSet>();
     set->root.files = StaticHandler::create(base, error);
     if (!set->root.files) return nullptr;
+    set->access_log_format = options.access_log_format;
+    set->root.log_format = options.access_log_format.get();
     set->root.try_files = options.try_files;
     set->root.compress = options.compress;
     if (options.request_buffering) set->root.body_buffer = body_buffer_options(options);
@@ -168,6 +170,8 @@ std::unique_ptr<ServingSet> make_serving_set(const ServerOptions& options,
         const SiteConfig& site = sites->site(i);
         SiteHandlers handlers;
         handlers.config = &site;
+        handlers.log_format =
+            site.access_log_format ? site.access_log_format.get() : options.access_log_format.get();
         handlers.try_files = site.try_files ? site.try_files : options.try_files;
         handlers.compress = site.compress.value_or(options.compress);
         if (site.request_buffering.value_or(options.request_buffering))

@@ -37,7 +37,10 @@ struct SiteHandlers {
     size_t pool = 0;                                  // ServingSet::pools index, with scripts
     // --fastcgi-param with the site's `fastcgi_params` on top, sent with every script.
     std::vector<fastcgi::CgiParam> fastcgi_params;
-    AsyncLogger* access_log = nullptr;  // null: the global access log
+    AsyncLogger* access_log = nullptr; // null: the global access log
+    // The site's access_log_format, else the global one; null or Combined:
+    // append_combined_line, the fast path.
+    const AccessLogFormat* log_format = nullptr;
     const SiteConfig* config = nullptr; // null for the default root
     std::optional<TryFiles> try_files;  // the site's, else --try-files / --spa
     bool compress = true;               // scripts' output too (--compress)
@@ -82,6 +85,8 @@ struct ServingSet {
     std::vector<std::vector<size_t>> proxy_group_members;
     std::vector<std::shared_ptr<proxy::BackendPool>> proxy_pools;
     std::vector<proxy::BackendGroup> proxy_groups;
+    // --access-log-format, for the lines of no site (a request the parser refused).
+    std::shared_ptr<const AccessLogFormat> access_log_format;
     // Keeps the per-site access logs this set writes to open.
     std::vector<std::shared_ptr<AsyncLogger>> access_logs;
 

@@ -21,10 +21,15 @@ a script under a static location is refused (403, never its source), a link
 out of the root is refused, and handler = "fastcgi" runs scripts with the
 location's root as DOCUMENT_ROOT.
 
+access_log_format: a text with nginx's variables at the top level (the
+protocol, TLS version and backend time as each row has them) and "json" for
+one site, one object per line that parses whatever the client sent.
+
 migrating_config_test.py keeps what is not about requests (includes, -t,
 reload, the guide's keys). Needs php-fpm."""
 import json
 import os
+import time
 import shutil
 import textwrap
 import unittest
@@ -61,6 +66,7 @@ class MatrixMigrating(unittest.TestCase):
                 f.write(textwrap.dedent("""\
                     fastcgi = "{fpm}"
                     fastcgi_params = {{ APP_ENV = "prod", APP_REGION = "eu" }}
+                    access_log_format = '$remote_addr $host "$request" $status $body_bytes_sent $request_time $upstream_response_time "$http_user_agent" [$ssl_protocol] [$http2] $scheme'
 
                     [[site]]
                     server_names = ["wp.test"]
@@ -70,6 +76,7 @@ class MatrixMigrating(unittest.TestCase):
                     [[site]]
                     server_names = ["plain.test"]
                     root = "{d}/plain"
+                    access_log_format = "json"
 
                     [[site]]
                     server_names = ["r.test"]
@@ -231,6 +238,50 @@ class MatrixMigrating(unittest.TestCase):
         self.assertEqual(env["PATH_INFO"], "/extra")
         self.assertEqual(env["REQUEST_URI"], "/app/env.php/extra?x=1")
         self.assertEqual(env["APP_REGION"], "eu")  # the site's parameters
+
+
+    # --- access_log_format ---------------------------------------------------------
+
+    def log_line(self, needle):
+        # Lines are written by the log thread: wait for this request's.
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            found = [line for line in self.server.access_lines() if needle in line]
+            if found:
+                return found[-1]
+            time.sleep(0.05)
+        self.fail("no access line with %r" % needle)
+
+    def row(self):
+        protocol = self.server.protocol
+        return {"h1": ("HTTP/1.1", "", "", "http"), "h2": ("HTTP/2.0", "TLSv1.3", "h2", "https"),
+                "h2c": ("HTTP/2.0", "", "h2c", "http")}[protocol]
+
+    def test_a_format_text_names_nginx_variables(self):
+        version, tls, http2, scheme = self.row()
+        self.fetch("loc.test:8080", "/wp-content/uploads/2024/a.jpg?fmt=1", "User-Agent: ua/1")
+        line = self.log_line("a.jpg?fmt=1")
+        self.assertRegex(line, r'^127\.0\.0\.1 loc\.test "GET /wp-content/uploads/2024/a\.jpg\?fmt=1 '
+                         + version.replace(".", r"\.") + r'" 200 10 \d+\.\d{3} - "ua/1" '
+                         r'\[%s\] \[%s\] %s$' % (tls.replace(".", r"\.") or "-", http2, scheme))
+        # A script's line has its backend time.
+        self.env("wp.test", "/env.php?fmt=2")
+        line = self.log_line("env.php?fmt=2")
+        self.assertRegex(line, r'" 200 \d+ \d+\.\d{3} \d+\.\d{3} "')
+
+    def test_json_lines_parse_whatever_the_client_sent(self):
+        version, tls, http2, scheme = self.row()
+        self.fetch("plain.test", "/nothing%C3%A9?json=1", 'User-Agent: a "quoted" \\ agent')
+        record = json.loads(self.log_line("json=1"))
+        self.assertEqual(record["status"], 404)
+        self.assertEqual(record["uri"], "/nothing%C3%A9?json=1")
+        self.assertEqual(record["protocol"], version)
+        self.assertEqual(record["host"], "plain.test")
+        self.assertEqual(record["user_agent"], 'a "quoted" \\ agent')
+        self.assertEqual(record["upstream_response_time"], "-")
+        self.assertIsInstance(record["request_time"], float)
+        self.assertEqual((record["scheme"], record["http2"]), (scheme, http2))
+        self.assertRegex(record["time"], r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d[+-]\d\d:\d\d$")
 
 
 if __name__ == "__main__":

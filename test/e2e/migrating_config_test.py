@@ -194,5 +194,22 @@ class LocationKeys(unittest.TestCase):
         self.assertIn("the site has no fastcgi", result.stderr)
 
 
+class LogFormatKeys(unittest.TestCase):
+    def test_an_unknown_variable_is_named_with_its_line(self):
+        folder = harness.temp_dir(self, "log-format-keys")
+        path = os.path.join(folder, "lepus.toml")
+        with open(path, "w") as f:
+            f.write('access_log_format = "json"\n[[site]]\nroot = "%s"\n'
+                    'access_log_format = "$remote_addr $upstream_addr"\n' % folder)
+        result = check(path)
+        self.assertEqual(result.returncode, 1, result.stderr)
+        self.assertRegex(result.stderr, re.escape(path) + r":4:\d+: access_log_format: unknown "
+                         r"variable '\$upstream_addr'")
+        result = subprocess.run([BINARY, "-t", "--access-log-format", "$nope", folder],
+                                capture_output=True, text=True, timeout=30)
+        self.assertNotEqual(result.returncode, 0)
+        self.assertIn("unknown variable '$nope'", result.stderr)
+
+
 if __name__ == "__main__":
     harness.main()
