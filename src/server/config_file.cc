@@ -83,7 +83,8 @@ public:
                 out.origins["--fastcgi-param"] = config_position(path_, node.source());
                 for (auto& [param, value] : params) {
                     out.arguments.emplace_back("--fastcgi-param");
-                    out.arguments.push_back(param + "=" + value);
+                    out.arguments.push_back(param);
+                    out.arguments.back().append("=").append(value);
                 }
                 continue;
             }

@@ -16,7 +16,7 @@ PatternMatch::PatternMatch() : data_(pcre2_match_data_create(kPairs, nullptr)) {
 std::string_view PatternMatch::group(std::string_view subject, unsigned n) const {
     if (!data_ || n >= pcre2_get_ovector_count(data_.get())) return {};
     const PCRE2_SIZE* ovector = pcre2_get_ovector_pointer(data_.get());
-    PCRE2_SIZE begin = ovector[2 * n], end = ovector[2 * n + 1];
+    PCRE2_SIZE begin = ovector[2 * size_t(n)], end = ovector[2 * size_t(n) + 1];
     if (begin == PCRE2_UNSET || end < begin || end > subject.size()) return {}; // unset group
     return subject.substr(begin, end - begin);
 }
@@ -55,7 +55,7 @@ bool PathPattern::match(std::string_view path, PatternMatch& match) const {
 std::string substitution_error(std::string_view target, unsigned captures) {
     for (size_t i = 0; i + 1 < target.size(); ++i) {
         if (target[i] != '$' || target[i + 1] < '0' || target[i + 1] > '9') continue;
-        unsigned n = unsigned(target[i + 1] - '0');
+        auto n = unsigned(target[i + 1] - '0');
         if (n > captures)
             return "'" + std::string(target) + "' names $" + std::to_string(n) +
                    " but the pattern has " + std::to_string(captures) + " group(s)";
