@@ -4,7 +4,8 @@
 //   client        the client address after --real-ip-from (X-Forwarded-For)
 //   site          the site for the Host, kept alive with its serving set
 //   status page   --status-path
-//   redirects     https_redirect, then the site's redirects
+//   redirects     https_redirect, then the site's redirects and rewrites
+//                 (router_redirects.cc)
 //   access        basic auth (server/basic_auth.h); Pending while a verifier
 //                 thread checks a password (AuthStream), then resumed
 //   internal      the X-Accel folder is not for clients: 404
