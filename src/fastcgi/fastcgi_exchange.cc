@@ -11,7 +11,8 @@ namespace lepus::fastcgi {
 FastCgiExchange::FastCgiExchange(UpstreamPool& pool, Exchange& exchange, const ScriptTarget& target)
     : pool_(pool), exchange_(exchange), document_root_(target.document_root),
       script_name_(target.script_name), path_info_(target.path_info),
-      script_filename_(target.script_filename), server_name_(target.server_name) {
+      script_filename_(target.script_filename), server_name_(target.server_name),
+      extra_params_(target.extra_params) {
     if (target.rewritten) {
         rewritten_path_.assign(target.rewritten_path);
         rewritten_query_.assign(target.rewritten_query);
@@ -141,7 +142,8 @@ void FastCgiExchange::send_request(UpstreamConnection& upstream) {
                        .https = connection.secure,
                        .ssl_protocol = connection.tls_protocol,
                        .ssl_cipher = connection.tls_cipher,
-                       .remote_user = exchange_.remote_user};
+                       .remote_user = exchange_.remote_user,
+                       .extra_params = extra_params_};
     ParamsWriter& params = upstream.begin_request(script_name_);
     append_cgi_params(params, context);
     params.finish();

@@ -22,6 +22,7 @@
 // Broken (the engine closes the client connection).
 #pragma once
 
+#include "fastcgi/cgi_params.h"
 #include "fastcgi/upstream.h"
 #include "http/exchange.h"
 
@@ -48,6 +49,9 @@ struct ScriptTarget {
     // client's target).
     bool rewritten = false;
     std::string_view rewritten_path = {}, rewritten_query = {};
+    // The configured FastCGI parameters (cgi_params.h); they must outlive the
+    // exchange (the site's serving set, which the request holds, owns them).
+    std::span<const CgiParam> extra_params = {};
 };
 
 class FastCgiExchange final : public ResponseStream, public UpstreamClient {
@@ -86,6 +90,7 @@ private:
     std::string rewritten_path_, rewritten_query_; // what redirected_ names after try_files
     bool drop_body_ = false;                       // an error page's GET
     std::string document_root_, script_name_, path_info_, script_filename_, server_name_;
+    std::span<const CgiParam> extra_params_;
     // A body of unknown length (chunked), kept until it is complete.
     std::string whole_body_;
     bool length_known_ = true;

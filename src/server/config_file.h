@@ -16,6 +16,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace lepus {
@@ -27,10 +28,24 @@ struct HeaderRule {
     std::string value;
 };
 
+class PathPattern;
+class AccessLogFormat;
+
+// `redirects = [...]` in a [[site]], tried in their order, the first that
+// matches the decoded path wins (as nginx's rewrite directives run in order):
+//   { from = "/old", to = "/new" }                      exactly this path
+//   { from = "/old/", to = "/new/", prefix = true }     /old/a?b -> /new/a?b
+//   { pattern = "^/blog/(\\d+)/(.*)$", to = "/posts/$1/$2" }   PCRE2, $1..$9
+// With `rewrite = true` the request is served as `to` instead (nginx's
+// `rewrite ... last`: same method, headers and body, no round trip).
 struct Redirect {
-    std::string from; // exact path
+    std::string from; // exact path, or with `prefix` a path prefix
     std::string to;   // URL or path
     int status = 301; // 301, 302, 307 or 308
+    bool prefix = false;
+    bool rewrite = false;
+    std::string pattern = {};                         // instead of `from`
+    std::shared_ptr<const PathPattern> compiled = {}; // `pattern`, compiled when read
 };
 
 struct SiteFastCgi {
@@ -101,6 +116,22 @@ struct LimitRule {
     std::string origin; // "lepus.toml:12:1", for messages
 };
 
+// `locations = [{ path = "/wp-content/", root = "/var/lib/wordpress/wp-content" }]`
+// in a [[site]]: the paths under `path` are files of `root`, the prefix cut
+// off (nginx's `location /wp-content/ { alias ...; }`: /wp-content/uploads/a.jpg
+// is ROOT/uploads/a.jpg). `exact = true` matches the one path only (nginx's
+// `location =`). An exact location wins, then the longest prefix.
+struct SiteLocation {
+    std::string path;
+    std::string root;
+    bool exact = false;
+    // "static": files only, the default (a path the site would run as a
+    // script answers 403 there, never its source); "fastcgi": scripts under
+    // the root go to the site's backend, with this root as DOCUMENT_ROOT.
+    std::string handler = "static";
+    std::string origin; // "lepus.toml:12:1", for messages
+};
+
 struct SiteConfig {
     std::vector<std::string> server_names; // "example.com", "*.example.com"
     bool is_default = false;               // `default = true`, or the first site
@@ -110,7 +141,12 @@ struct SiteConfig {
     std::optional<bool> request_buffering; // false: bodies stream to the backend
     std::optional<std::string> symlinks;   // "beneath", "follow", "owner"
     std::optional<std::string> access_log;
+    // `access_log_format`: "combined", "json" or a text with $variables,
+    // compiled when read; null: the top level's (--access-log-format).
+    std::shared_ptr<const AccessLogFormat> access_log_format;
     std::optional<SiteFastCgi> fastcgi;
+    // `fastcgi_params = { SERVER_SOFTWARE = "nginx" }`: on top of --fastcgi-param.
+    std::vector<std::pair<std::string, std::string>> fastcgi_params;
     std::optional<SiteProxy> proxy;
     std::map<int, std::string> error_pages; // status -> path under the root
     std::vector<HeaderRule> headers;
@@ -131,6 +167,7 @@ struct SiteConfig {
     // client address on this site; 0: --conn-limit's, counted over all sites.
     unsigned conn_limit = 0;
     uint32_t conn_zone = 0; // its keys in the client table
+    std::vector<SiteLocation> locations; // `locations = [...]` (see SiteLocation)
     std::string origin;     // "lepus.toml:12:1", for messages
 };
 

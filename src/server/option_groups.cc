@@ -3,6 +3,7 @@
 
 #include "base/units.h"
 #include "fastcgi/backend_address.h"
+#include "fastcgi/cgi_params.h"
 #include "log/log_level.h"
 #include "net/cidr.h"
 #include "net/socket.h"
@@ -201,6 +202,10 @@ void add_log_and_limit_options(CLI::App& app, ServerOptions& options, OptionText
     app.option_defaults()->group("Logs");
     app.add_option("--access-log", options.access_log, "Access log: PATH, - (stderr) or off")
         ->capture_default_str();
+    app.add_option("--access-log-format", options.access_log_format_text,
+                   "combined, json (one object per line) or nginx's log_format text with "
+                   "$variables ('$remote_addr \"$request\" $status $request_time')")
+        ->capture_default_str();
     app.add_option("--error-log", options.error_log, "Error log: PATH or - (stderr)")
         ->capture_default_str();
     app.add_option("--log-level", options.log_level, "error, warn, info or debug")
@@ -289,6 +294,19 @@ void add_file_and_php_options(CLI::App& app, ServerOptions& options, OptionTexts
                    "--fastcgi-pool at or below php-fpm's pm.max_children); off: one per request")
         ->capture_default_str()
         ->check(CLI::IsMember({"on", "off"}));
+    app.add_option("--fastcgi-param", options.fastcgi_param_texts,
+                   "NAME=VALUE: a CGI variable every script gets, or replaces "
+                   "(SERVER_SOFTWARE=nginx; repeat)")
+        ->expected(1)
+        ->allow_extra_args(false)
+        ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)
+        ->check(CLI::Validator(
+            [](std::string& text) {
+                size_t equals = text.find('=');
+                if (equals == std::string::npos) return std::string("expected NAME=VALUE");
+                return fastcgi::cgi_param_name_error(std::string_view(text).substr(0, equals));
+            },
+            "NAME=VALUE"));
     app.add_option("--fastcgi-queue", options.fastcgi_queue,
                    "Requests per reactor waiting for a FastCGI connection (64); more get 503")
         ->check(CLI::Range(0u, 1u << 20));

@@ -2,6 +2,7 @@
 
 #include "base/units.h"
 #include "fastcgi/backend_address.h"
+#include "fastcgi/cgi_params.h"
 #include "log/log_level.h"
 #include "net/certificate_check.h"
 #include "net/cidr.h"
@@ -276,6 +277,12 @@ std::string finish_options(const CLI::App& app, ServerOptions& options, const Op
     options.h2c_sendfile = texts.h2c_sendfile == "on";
     options.ktls = texts.ktls == "on";
     options.fastcgi_keepalive = texts.fastcgi_keepalive == "on";
+    options.fastcgi_params.clear();
+    for (const std::string& text : options.fastcgi_param_texts) {
+        size_t equals = text.find('='); // the validator saw one
+        fastcgi::CgiParam param{text.substr(0, equals), text.substr(equals + 1)};
+        fastcgi::merge_cgi_params(options.fastcgi_params, {&param, 1});
+    }
     options.symlinks = *parse_symlink_policy(texts.symlinks);
     if (options.header_timeout_ms == 0 || options.keepalive_timeout_ms == 0 ||
         options.body_timeout_ms == 0 || options.send_timeout_ms == 0 ||
@@ -314,6 +321,12 @@ std::string finish_options(const CLI::App& app, ServerOptions& options, const Op
         return "--status-path must start with /";
     if (options.access_log.empty() || options.error_log.empty())
         return "log paths must not be empty";
+    {
+        std::string error;
+        auto format = AccessLogFormat::compile(options.access_log_format_text, error);
+        if (!format) return error;
+        options.access_log_format = std::make_shared<const AccessLogFormat>(std::move(*format));
+    }
     if (std::string error = protect_from_root(options, app.count("--root") > 0); !error.empty())
         return error;
     return check_root(options.root);
@@ -402,6 +415,17 @@ CommandLineResult parse_command_line(int argc, char** argv, ServerOptions& optio
     for (const SiteConfig& site : options.sites)
         if (std::string error = check_root(site.root); !error.empty())
             return {false, (usage_error(site.origin + ": " + error), error_exit)};
+    for (const SiteConfig& site : options.sites)
+        for (const SiteLocation& location : site.locations) {
+            std::string error = check_root(location.root);
+            if (error.empty() && location.handler == "fastcgi" && !site.fastcgi &&
+                options.fastcgi.empty())
+                error = "handler = \"fastcgi\" but the site has no fastcgi";
+            if (!error.empty())
+                return {false, (usage_error(location.origin + ": location " + location.path + ": " +
+                                            error),
+                                error_exit)};
+        }
     warn_about_sites(options);
     // The htpasswd files of the sites' auth rules: read now, so that a bad
     // one stops the start, `-t` and a reload (the running files stay).

@@ -3,6 +3,7 @@
 #pragma once
 
 #include "http/open_beneath.h"
+#include "log/access_log_format.h"
 #include "net/poller.h"
 #include "net/proxy_protocol.h"
 #include "net/socket.h"
@@ -13,6 +14,7 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -41,6 +43,9 @@ struct ServerOptions {
     uint64_t limit_memory = uint64_t{16} << 20;
 
     std::string access_log = "-";
+    // --access-log-format combined|json|TEXT (log/access_log_format.h), compiled.
+    std::string access_log_format_text = "combined";
+    std::shared_ptr<const AccessLogFormat> access_log_format;
     std::string error_log = "-";
     std::string log_level = "warn";
 
@@ -92,6 +97,10 @@ struct ServerOptions {
     // Off (nginx's default): php-fpm binds a child to each connection it accepts,
     // so kept-alive connections beyond pm.max_children would hang (issue 32).
     bool fastcgi_keepalive = false;
+    // --fastcgi-param NAME=VALUE (config `fastcgi_params = { NAME = "VALUE" }`):
+    // added to, or replacing, the CGI variables of every script (nginx's fastcgi_param).
+    std::vector<std::string> fastcgi_param_texts;
+    std::vector<std::pair<std::string, std::string>> fastcgi_params;
 
     // The HTTP reverse proxy (--proxy, --proxy-*): server/proxy_options.h.
     ProxyOptions proxy;

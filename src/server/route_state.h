@@ -40,6 +40,9 @@ struct RouteState {
     // and the handler's header fields kept on that answer.
     std::string redirect_target;
     ResponseHead redirect_fields;
+    // When the request went to a backend (FastCGI or HTTP): the access log's
+    // $upstream_response_time; 0: none did.
+    uint64_t upstream_started_ms = 0;
 
     // Back to a fresh state, keeping the strings' capacity.
     void reset() {
@@ -51,6 +54,7 @@ struct RouteState {
         conn_slot.reset();
         redirect_target.clear();
         redirect_fields.clear();
+        upstream_started_ms = 0;
     }
 };
 

@@ -44,17 +44,18 @@ public:
         : document_root_(target.document_root), script_name_(target.script_name),
           path_info_(target.path_info), script_filename_(target.script_filename),
           server_name_(target.server_name), rewritten_path_(target.rewritten_path),
-          rewritten_query_(target.rewritten_query), internal_redirect_(target.internal_redirect),
-          rewritten_(target.rewritten) {}
+          rewritten_query_(target.rewritten_query), extra_params_(target.extra_params),
+          internal_redirect_(target.internal_redirect), rewritten_(target.rewritten) {}
 
     fastcgi::ScriptTarget view() const {
         return {document_root_,     script_name_, path_info_,      script_filename_, server_name_,
-                internal_redirect_, rewritten_,   rewritten_path_, rewritten_query_};
+                internal_redirect_, rewritten_,   rewritten_path_, rewritten_query_, extra_params_};
     }
 
 private:
     std::string document_root_, script_name_, path_info_, script_filename_, server_name_;
     std::string rewritten_path_, rewritten_query_;
+    std::span<const fastcgi::CgiParam> extra_params_; // the site's, held by the serving set
     bool internal_redirect_, rewritten_;
 };
 
@@ -146,10 +147,11 @@ void Router::run_steps(Exchange& exchange, RouteState& route, size_t first) {
         LEPUS_STEP(7, route.site->config && !route.site->config->access.empty(), step_allow_deny);
         LEPUS_STEP(8, route.site->config && !route.site->config->auth.empty(), step_access);
         LEPUS_STEP(9, route.site->x_accel, step_internal);
-        LEPUS_STEP(10, route.site->proxy, step_proxy);
-        LEPUS_STEP(11, route.site->try_files, step_try_files);
-    case 12:
-        step = 12;
+        LEPUS_STEP(10, !route.site->locations.empty(), step_location);
+        LEPUS_STEP(11, route.site->proxy, step_proxy);
+        LEPUS_STEP(12, route.site->try_files, step_try_files);
+    case 13:
+        step = 13;
         outcome = step_handler(exchange, route);
         break;
     default:
@@ -187,13 +189,6 @@ Router::StepOutcome Router::step_status_page(Exchange& exchange, RouteState&) {
     return StepOutcome::Answered;
 }
 
-Router::StepOutcome Router::step_redirects(Exchange& exchange, RouteState& route) {
-    SiteHandlers& site = *route.site;
-    if (redirect_to_https(exchange, site) || serve_redirect(exchange, site))
-        return StepOutcome::Answered;
-    return StepOutcome::Continue;
-}
-
 // The X-Accel folder is internal (nginx's `internal`): clients get 404.
 Router::StepOutcome Router::step_internal(Exchange& exchange, RouteState& route) {
     const SiteHandlers& site = *route.site;
@@ -214,46 +209,6 @@ Router::StepOutcome Router::step_proxy(Exchange& exchange, RouteState& route) {
 Router::StepOutcome Router::step_handler(Exchange& exchange, RouteState& route) {
     route_request(exchange, route, *exchange.request, false);
     return StepOutcome::Answered;
-}
-
-// The site's `https_redirect`, as nginx's `return 301 https://$host$request_uri`
-// on the port-80 server: the same host (its port dropped) and target over TLS.
-bool Router::redirect_to_https(Exchange& exchange, SiteHandlers& site) {
-    if (!site.config || site.config->https_redirect == 0 || exchange.connection->secure)
-        return false;
-    const Request& request = *exchange.request;
-    std::string_view host = request.host;
-    if (host.empty()) return false; // HTTP/1.0 without Host: nothing to name
-    // The parser checked the authority's characters; strip its port ("[v6]:80" too).
-    size_t colon = host.rfind(':');
-    if (colon != std::string_view::npos && host.find(']', colon) == std::string_view::npos)
-        host = host.substr(0, colon);
-    std::string location = "https://";
-    location.append(host);
-    if (site.config->https_redirect != 443) {
-        location.push_back(':');
-        location.append(std::to_string(site.config->https_redirect));
-    }
-    // The absolute form's path and query, or the origin form as sent.
-    std::string_view target = request.target;
-    if (!target.starts_with('/')) {
-        size_t path = target.find('/', target.find("//") + 2);
-        target = path == std::string_view::npos ? "/" : target.substr(path);
-    }
-    location.append(target);
-    build_error_response(301, reply_context(exchange), exchange.response);
-    exchange.response.head.add("Location", location);
-    return true;
-}
-
-bool Router::serve_redirect(Exchange& exchange, SiteHandlers& site) {
-    if (!site.config || site.config->redirects.empty()) return false;
-    if (decode_path(exchange.request->path, path_) != 0) return false; // the files answer 400
-    const Redirect* redirect = find_redirect(*site.config, path_);
-    if (!redirect) return false;
-    build_error_response(redirect->status, reply_context(exchange), exchange.response);
-    exchange.response.head.add("Location", redirect->to);
-    return true;
 }
 
 // nginx's try_files: the candidates are checked on the decoded path, with the
@@ -330,42 +285,50 @@ void Router::route_request(Exchange& exchange, RouteState& route, const Request&
             build_error_response(scripts->status(), reply_context(exchange), exchange.response);
             return apply_error_page(exchange, route, scripts->status());
         case fastcgi::RouteKind::Script: {
-            std::string server_name;
-            if (site.config && !site.config->server_names.empty())
-                server_name = site.config->server_names.front();
-            else
-                exchange.connection->local().format_host(server_name);
-            fastcgi::ScriptTarget target{scripts->document_root(), scripts->script_name(),
-                                         scripts->path_info(), scripts->script_filename(),
-                                         server_name};
+            fastcgi::ScriptTarget target{scripts->document_root(),
+                                         scripts->script_name(),
+                                         scripts->path_info(),
+                                         scripts->script_filename(),
+                                         {}};
             if (rewritten) {
                 target.rewritten = true;
                 target.rewritten_path = request.path;
                 target.rewritten_query = request.query;
             }
-            fastcgi::UpstreamPool& pool = route.serving->pool_of(site);
-            if (buffers_request_body(exchange, site)) {
-                // php-fpm gets the request once its body is here: a child is
-                // not held by a client that sends slowly (issue 32).
-                exchange.stream = std::make_unique<BufferedBodyStream>(
-                    [&pool, &exchange, owned = OwnedScriptTarget(target)] {
-                        return std::make_unique<fastcgi::FastCgiExchange>(pool, exchange,
-                                                                          owned.view());
-                    },
-                    *site.body_buffer);
-            } else {
-                exchange.stream =
-                    std::make_unique<fastcgi::FastCgiExchange>(pool, exchange, target);
-                exchange.body_holds_backend = true; // --min-body-rate applies
-            }
-            // X-Accel-Redirect / X-Sendfile (the files answer instead: redirect()), compression.
-            return wrap_response_stream(exchange, site, StreamOrigin::Script);
+            return run_script(exchange, route, target);
         }
         }
     }
     site.files->handle(request, exchange.keep_alive, exchange.now_ms, exchange.response);
     if (exchange.response.head.status >= 400)
         apply_error_page(exchange, route, exchange.response.head.status);
+}
+
+void Router::run_script(Exchange& exchange, RouteState& route, fastcgi::ScriptTarget target) {
+    SiteHandlers& site = *route.site;
+    std::string server_name;
+    if (site.config && !site.config->server_names.empty())
+        server_name = site.config->server_names.front();
+    else
+        exchange.connection->local().format_host(server_name);
+    target.server_name = server_name;
+    target.extra_params = site.fastcgi_params;
+    fastcgi::UpstreamPool& pool = route.serving->pool_of(site);
+    route.upstream_started_ms = exchange.now_ms;
+    if (buffers_request_body(exchange, site)) {
+        // php-fpm gets the request once its body is here: a child is
+        // not held by a client that sends slowly (issue 32).
+        exchange.stream = std::make_unique<BufferedBodyStream>(
+            [&pool, &exchange, owned = OwnedScriptTarget(target)] {
+                return std::make_unique<fastcgi::FastCgiExchange>(pool, exchange, owned.view());
+            },
+            *site.body_buffer);
+    } else {
+        exchange.stream = std::make_unique<fastcgi::FastCgiExchange>(pool, exchange, target);
+        exchange.body_holds_backend = true; // --min-body-rate applies
+    }
+    // X-Accel-Redirect / X-Sendfile (the files answer instead: redirect()), compression.
+    wrap_response_stream(exchange, site, StreamOrigin::Script);
 }
 
 // A script's X-Accel-Redirect (or X-Sendfile, turned into a URI under the
@@ -472,6 +435,28 @@ void Router::finish(Exchange& exchange) {
     exchange.remote_user.clear();
 }
 
+AccessLogExtras Router::log_extras(const Exchange& exchange) {
+    AccessLogExtras extras;
+    const ConnectionInfo& connection = *exchange.connection;
+    uint64_t now_ms = worker_.reactor().now_ms();
+    if (exchange.now_ms && now_ms >= exchange.now_ms)
+        extras.request_time_ms = now_ms - exchange.now_ms;
+    const RouteState* route = exchange.route.get();
+    if (route && route->upstream_started_ms && now_ms >= route->upstream_started_ms)
+        extras.upstream_time_ms = now_ms - route->upstream_started_ms;
+    if (const Request* request = exchange.request) {
+        std::string_view host = request->host;
+        size_t colon = host.rfind(':');
+        if (colon != std::string_view::npos && host.find(']', colon) == std::string_view::npos)
+            host = host.substr(0, colon);
+        extras.host = host;
+    }
+    extras.ssl_protocol = connection.secure ? connection.tls_protocol : std::string_view();
+    extras.scheme = connection.secure ? "https" : "http";
+    if (exchange.protocol == "HTTP/2.0") extras.http2 = connection.secure ? "h2" : "h2c";
+    return extras;
+}
+
 void Router::account(Exchange& exchange, int status, uint64_t body_bytes) {
     WorkerStats& stats = worker_.stats();
     WorkerStats::bump(stats.requests);
@@ -500,7 +485,15 @@ void Router::account(Exchange& exchange, int status, uint64_t body_bytes) {
         entry.unparsed_line = exchange.request_line;
     }
     log_line_.clear();
-    append_combined_line(entry, log_line_);
+    const AccessLogFormat* format = site ? site->log_format : nullptr;
+    if (!site && exchange.route && exchange.route->serving)
+        format = exchange.route->serving->access_log_format.get();
+    else if (!site)
+        format = worker_.serving()->access_log_format.get();
+    if (!format || format->kind() == AccessLogFormat::Kind::Combined)
+        append_combined_line(entry, log_line_); // the default, kept on its fast path
+    else
+        format->append(entry, log_extras(exchange), log_line_);
     log.append(log_line_);
 }
 

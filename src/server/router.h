@@ -5,7 +5,8 @@
 //   site          the site for the Host, kept alive with its serving set
 //   acme          /.well-known/acme-challenge/TOKEN while an order is validated
 //   status page   --status-path
-//   redirects     https_redirect, then the site's redirects
+//   redirects     https_redirect, then the site's redirects and rewrites
+//                 (router_redirects.cc)
 //   conn limit    conn_limit / --conn-limit: requests in progress per client
 //                 (server/client_table.h), 503 over it
 //   rate limit    the site's limits (nginx's limit_req): 429 over the burst,
@@ -14,6 +15,8 @@
 //   access        basic auth (server/basic_auth.h); Pending while a verifier
 //                 thread checks a password (AuthStream), then resumed
 //   internal      the X-Accel folder is not for clients: 404
+//   location      a site's `locations`: files (or scripts) of their own roots
+//                 (router_locations.cc)
 //   proxy         the site's HTTP backend (router_proxy.cc)
 //   try_files     rewrite to the first candidate that exists, or the fallback
 //   handler       a script (FastCGI) or the static files
@@ -27,11 +30,14 @@
 // site_table.cc (add_rule_headers).
 #pragma once
 
+#include "fastcgi/fastcgi_exchange.h"
 #include "http/exchange.h"
 #include "log/error_log.h"
+#include "log/access_log_format.h"
 #include "net/cidr.h"
 #include "server/basic_auth.h"
 #include "server/options.h"
+#include "server/path_pattern.h"
 #include "server/route_state.h"
 
 #include <memory>
@@ -97,6 +103,7 @@ private:
     StepOutcome step_allow_deny(Exchange& exchange, RouteState& route);
     StepOutcome step_access(Exchange& exchange, RouteState& route);
     StepOutcome step_internal(Exchange& exchange, RouteState& route);
+    StepOutcome step_location(Exchange& exchange, RouteState& route);
     StepOutcome step_proxy(Exchange& exchange, RouteState& route);
     StepOutcome step_try_files(Exchange& exchange, RouteState& route);
     StepOutcome step_handler(Exchange& exchange, RouteState& route);
@@ -107,7 +114,6 @@ private:
     // The site, chosen once per exchange by its Host (step_site).
     SiteHandlers& site_of(Exchange& exchange, RouteState& route);
     bool redirect_to_https(Exchange& exchange, SiteHandlers& site);
-    bool serve_redirect(Exchange& exchange, SiteHandlers& site);
     // Basic auth for `decoded_path`: true when the request goes on (an open
     // path, verified credentials, or a rule the verifier granted for this
     // exchange), else its answer is set (401, 400, 503, or an AuthStream
@@ -127,6 +133,8 @@ private:
     // `user "x": password mismatch` or `user "x" was not found in "FILE"`.
     void log_auth_failure(const Exchange& exchange, const RouteState& route, const AuthRule& rule,
                           std::string_view user, bool unknown_user);
+    // What a custom access-log format names beyond the Combined fields.
+    AccessLogExtras log_extras(const Exchange& exchange);
     // The user name an Authorization header supplies, verified or not (the access log's).
     std::string_view supplied_user(const Exchange& exchange);
     // The site's HTTP backend, when the request is for it (server/router_proxy.cc).
@@ -135,6 +143,12 @@ private:
     // script or the files; `rewritten`: the script must see its path and query.
     void route_request(Exchange& exchange, RouteState& route, const Request& request,
                        bool rewritten);
+    // Sends the request to the site's FastCGI backend as `target` (its
+    // SERVER_NAME and parameters the site's), body buffered as the site says.
+    void run_script(Exchange& exchange, RouteState& route, fastcgi::ScriptTarget target);
+    // The files of a location answered: error pages, and a directory's 301
+    // pointed back under the location's path.
+    void finish_location_answer(Exchange& exchange, RouteState& route, std::string_view prefix);
     // Re-routes the exchange to `decoded_path`?`query` (method, headers and
     // body kept): Answered, or Pending while the target's password is checked.
     StepOutcome rewrite(Exchange& exchange, RouteState& route, std::string_view decoded_path,
@@ -162,6 +176,9 @@ private:
     std::string log_line_;                         // scratch: the access log line
     Response page_scratch_;                        // scratch: a static error page
     std::string credentials_;                      // scratch: decoded basic credentials
+    PatternMatch pattern_match_;                   // scratch: a pattern redirect's captures
+    std::string redirect_target_;                  // scratch: where a redirect goes
+    std::string location_path_;                    // scratch: a path below a location's root
     BasicAuth auth_;                               // this reactor's verified credentials
 };
 

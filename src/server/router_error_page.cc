@@ -44,6 +44,7 @@ bool Router::run_error_script(Exchange& exchange, RouteState& route, std::string
                                  scripts->script_filename(),
                                  server_name,
                                  /*internal_redirect=*/true};
+    target.extra_params = site.fastcgi_params;
     exchange.response.reset();
     exchange.stream_status = status;
     exchange.stream =

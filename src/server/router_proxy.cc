@@ -28,6 +28,7 @@ bool Router::route_to_proxy(Exchange& exchange, RouteState& state) {
         if (!match) return false;
     }
     proxy::BackendGroup& group = state.serving->proxy_of(site);
+    state.upstream_started_ms = exchange.now_ms; // the access log's $upstream_response_time
     if (buffers_request_body(exchange, site)) {
         // The backend connection is taken once the body is here (nginx's
         // proxy_request_buffering on): slow clients cannot empty the pool.
