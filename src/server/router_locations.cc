@@ -16,12 +16,6 @@
 namespace lepus {
 namespace {
 
-ReplyContext reply_context(const Exchange& exchange) {
-    const Request& request = *exchange.request;
-    return ReplyContext{exchange.now_s, exchange.keep_alive, request.is_head(),
-                        request.version_minor};
-}
-
 const SiteHandlers::Location* find_location(const SiteHandlers& site, std::string_view path) {
     for (const SiteHandlers::Location& location : site.locations) {
         const std::string& prefix = location.config->path;
@@ -92,8 +86,7 @@ Router::StepOutcome Router::step_location(Exchange& exchange, RouteState& route)
         apply_error_page(exchange, route, 403);
         return StepOutcome::Answered;
     }
-    location->files->handle(inner, exchange.keep_alive, exchange.now_s, exchange.now_ms,
-                            exchange.response);
+    location->files->handle(inner, exchange.keep_alive, exchange.now_ms, exchange.response);
     finish_location_answer(exchange, route, prefix);
     return StepOutcome::Answered;
 }
@@ -101,16 +94,17 @@ Router::StepOutcome Router::step_location(Exchange& exchange, RouteState& route)
 void Router::finish_location_answer(Exchange& exchange, RouteState& route,
                                     std::string_view prefix) {
     Response& response = exchange.response;
-    if (response.status >= 400) return apply_error_page(exchange, route, response.status);
-    if (response.status != 301) return;
+    int status = response.head.status;
+    if (status >= 400) return apply_error_page(exchange, route, status);
+    if (status != 301) return;
     // The files' "directory named without its slash" 301 names the path below
     // the root: put the location's prefix back in front of it.
-    static constexpr std::string_view kLocation = "\r\nLocation: /";
-    size_t at = response.head.find(kLocation);
-    if (at == std::string::npos) return;
-    std::string encoded;
-    append_percent_encoded(prefix, encoded);
-    response.head.insert(at + kLocation.size() - 1, encoded);
+    std::optional<std::string_view> location = response.head.get("Location");
+    if (!location || !location->starts_with('/')) return;
+    std::string moved;
+    append_percent_encoded(prefix, moved);
+    moved.append(*location);
+    response.head.set("Location", moved);
 }
 
 } // namespace lepus

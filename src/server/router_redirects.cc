@@ -8,15 +8,6 @@
 #include "server/site_table.h"
 
 namespace lepus {
-namespace {
-
-ReplyContext reply_context(const Exchange& exchange) {
-    const Request& request = *exchange.request;
-    return ReplyContext{exchange.now_s, exchange.keep_alive, request.is_head(),
-                        request.version_minor};
-}
-
-} // namespace
 
 Router::StepOutcome Router::step_redirects(Exchange& exchange, RouteState& route) {
     SiteHandlers& site = *route.site;
@@ -43,8 +34,8 @@ Router::StepOutcome Router::step_redirects(Exchange& exchange, RouteState& route
         }
         return rewrite(exchange, route, candidate_, query, request);
     }
-    std::string location = "Location: " + redirect_target_ + "\r\n";
-    build_error_response(redirect->status, reply_context(exchange), exchange.response, location);
+    build_error_response(redirect->status, reply_context(exchange), exchange.response);
+    exchange.response.head.add("Location", redirect_target_);
     return StepOutcome::Answered;
 }
 
@@ -60,7 +51,7 @@ bool Router::redirect_to_https(Exchange& exchange, SiteHandlers& site) {
     size_t colon = host.rfind(':');
     if (colon != std::string_view::npos && host.find(']', colon) == std::string_view::npos)
         host = host.substr(0, colon);
-    std::string location = "Location: https://";
+    std::string location = "https://";
     location.append(host);
     if (site.config->https_redirect != 443) {
         location.push_back(':');
@@ -72,8 +63,9 @@ bool Router::redirect_to_https(Exchange& exchange, SiteHandlers& site) {
         size_t path = target.find('/', target.find("//") + 2);
         target = path == std::string_view::npos ? "/" : target.substr(path);
     }
-    location.append(target).append("\r\n");
-    build_error_response(301, reply_context(exchange), exchange.response, location);
+    location.append(target);
+    build_error_response(301, reply_context(exchange), exchange.response);
+    exchange.response.head.add("Location", location);
     return true;
 }
 
