@@ -8,7 +8,7 @@
 namespace lepus::fastcgi {
 
 FastCgiExchange::FastCgiExchange(UpstreamPool& pool, Exchange& exchange, const ScriptTarget& target)
-    : pool_(pool), exchange_(exchange), document_root_(target.document_root),
+    : BackendStream(pool, exchange), document_root_(target.document_root),
       script_name_(target.script_name), path_info_(target.path_info),
       script_filename_(target.script_filename), server_name_(target.server_name) {
     if (target.rewritten) {
@@ -27,17 +27,6 @@ FastCgiExchange::FastCgiExchange(UpstreamPool& pool, Exchange& exchange, const S
         drop_body_ = true;
     }
     length_known_ = !request().chunked;
-    pool_.acquire(*this);
-}
-
-FastCgiExchange::~FastCgiExchange() {
-    release();
-}
-
-void FastCgiExchange::on_upstream_progress() {
-    // Only a wake-up: the engine calls poll() from its own loop, where the
-    // request's views are valid. This object may be gone when it returns.
-    exchange_.listener->on_exchange_progress();
 }
 
 size_t FastCgiExchange::offer_body(std::span<const char> data) {
@@ -68,42 +57,16 @@ void FastCgiExchange::end_body() {
     }
 }
 
-StreamState FastCgiExchange::failed(int status, std::string_view headers) {
-    if (head_reported_) return StreamState::Broken;
-    error_status_ = status;
-    error_headers_ = headers;
-    return StreamState::Failed;
-}
-
 StreamState FastCgiExchange::poll() {
-    if (upstream_refused()) {
-        // Overload must not flood the log as well: one line per second per thread.
-        static thread_local time_t last_warning = 0;
-        if (exchange_.now_s != last_warning) {
-            last_warning = exchange_.now_s;
-            log_warn("FastCGI: every connection to %s of this reactor is busy and its queue is "
-                     "full or the wait timed out: 503",
-                     pool_.options().address.text.c_str());
-        }
-        return failed(503, "Retry-After: 1\r\n");
-    }
-    if (upstream_queued()) return StreamState::Pending;
+    // A body of unknown length goes once it is whole (CONTENT_LENGTH first):
+    // no connection is taken before.
+    if (!length_known_ && !body_ended_) return StreamState::Pending;
+    acquire();
+    if (StreamState admitted = admission(); admitted != StreamState::Ready) return admitted;
     UpstreamConnection* upstream = this->upstream();
-    if (!upstream) return failed(502);
-    if (!request_sent_) {
-        // A body of unknown length goes once it is whole (CONTENT_LENGTH first).
-        if (!length_known_ && !body_ended_) return StreamState::Pending;
-        send_request(*upstream);
-    }
+    if (!request_sent_) send_request(*upstream);
     if (upstream->failure() == UpstreamFailure::None) upstream->flush();
-    switch (upstream->failure()) {
-    case UpstreamFailure::None:
-        break;
-    case UpstreamFailure::Timeout:
-        return failed(504);
-    default:
-        return failed(502);
-    }
+    if (upstream->failure() != UpstreamFailure::None) return failed(upstream->failure());
     if (!upstream->head_ready()) return StreamState::Pending;
     if (!head_reported_) {
         const CgiResponseParser& cgi = upstream->head();
@@ -143,28 +106,6 @@ void FastCgiExchange::send_request(UpstreamConnection& upstream) {
     if (body_ended_) upstream.end_stdin();
     request_sent_ = true;
     // The engine offers the body bytes already received next, then one write.
-}
-
-std::span<const char> FastCgiExchange::body() const {
-    UpstreamConnection* upstream = this->upstream();
-    return upstream ? upstream->body() : std::span<const char>{};
-}
-
-void FastCgiExchange::consume(size_t bytes) {
-    if (UpstreamConnection* upstream = this->upstream()) upstream->consume_body(bytes);
-}
-
-bool FastCgiExchange::ended() const {
-    UpstreamConnection* upstream = this->upstream();
-    return upstream && upstream->ended();
-}
-
-void FastCgiExchange::release() {
-    if (released_) return;
-    released_ = true;
-    if (upstream_queued()) pool_.cancel_wait(*this);
-    // Drains the rest of the response into the void, then pools the connection.
-    if (UpstreamConnection* upstream = this->upstream()) upstream->release();
 }
 
 } // namespace lepus::fastcgi

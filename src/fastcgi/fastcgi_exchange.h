@@ -3,9 +3,9 @@
 // script, the backend connection, the buffered body of a chunked request)
 // that used to live in the client connection.
 //
-//   constructed -> the pool gives a backend connection, queues the request,
-//                  or refuses it (poll: Failed, 503 with Retry-After)
-//   poll        -> BEGIN_REQUEST + PARAMS (+ the body bytes already offered
+//   first poll  -> the pool gives a backend connection, queues the request,
+//                  or refuses it (Failed, 503 with Retry-After)
+//              -> BEGIN_REQUEST + PARAMS (+ the body bytes already offered
 //                  + the empty STDIN when the body is complete) in one write;
 //                  a Content-Length body then streams as STDIN records while
 //                  it arrives (at most UpstreamConnection::kStdinHighWater
@@ -23,7 +23,7 @@
 #pragma once
 
 #include "fastcgi/upstream.h"
-#include "http/exchange.h"
+#include "upstream/backend_stream.h"
 
 #include <optional>
 #include <span>
@@ -50,34 +50,22 @@ struct ScriptTarget {
     std::string_view rewritten_path = {}, rewritten_query = {};
 };
 
-class FastCgiExchange final : public ResponseStream, public UpstreamClient {
+class FastCgiExchange final : public upstream::BackendStream {
 public:
-    // Asks `pool` for a backend connection for `exchange` (whose request,
+    // Will ask `pool` for a backend connection for `exchange` (whose request,
     // connection and listener stay valid while the engine calls us).
     FastCgiExchange(UpstreamPool& pool, Exchange& exchange, const ScriptTarget& target);
-    ~FastCgiExchange() override;
 
     size_t offer_body(std::span<const char> data) override;
     void end_body() override;
     StreamState poll() override;
-    const StreamHead& head() const override { return head_; }
-    std::span<const char> body() const override;
-    void consume(size_t bytes) override;
-    bool ended() const override;
-    int error_status() const override { return error_status_; }
-    std::string_view error_headers() const override { return error_headers_; }
-    void release() override;
-
-    void on_upstream_progress() override;
 
 private:
+    UpstreamConnection* upstream() const { return static_cast<UpstreamConnection*>(connection()); }
     void send_request(UpstreamConnection& upstream);
-    StreamState failed(int status, std::string_view headers = {});
 
     const Request& request() const { return redirected_ ? *redirected_ : *exchange_.request; }
 
-    UpstreamPool& pool_;
-    Exchange& exchange_;
     // For an internal redirect: the request as the script sees it. Its views
     // point into the engine's buffer, which no longer moves: the body is done.
     std::optional<Request> redirected_;
@@ -87,13 +75,8 @@ private:
     // A body of unknown length (chunked), kept until it is complete.
     std::string whole_body_;
     bool length_known_ = true;
-    StreamHead head_;
-    int error_status_ = 0;
-    std::string_view error_headers_;
     bool request_sent_ = false;
     bool body_ended_ = false;
-    bool head_reported_ = false;
-    bool released_ = false;
 };
 
 } // namespace lepus::fastcgi

@@ -162,7 +162,7 @@ BackendPool& BackendGroup::pick(uint64_t now_ms, const BackendPool* skip) {
 }
 
 ProxyExchange::ProxyExchange(BackendGroup& group, Exchange& exchange, const ProxyTarget& target)
-    : group_(group), pool_(&group.pick(exchange.now_ms)), exchange_(exchange),
+    : BackendStream(group.pick(exchange.now_ms), exchange), group_(group),
       host_(target.host.empty() ? exchange.request->host : target.host) {
     if (host_.empty()) {
         // HTTP/1.0 without Host: HTTP/1.1 to the backend needs one (RFC 9112 §3.2).
@@ -170,16 +170,6 @@ ProxyExchange::ProxyExchange(BackendGroup& group, Exchange& exchange, const Prox
         host_ = address.starts_with("unix:") ? "localhost" : address;
     }
     chunked_ = exchange.request->chunked;
-    pool_->acquire(*this, wants_tunnel());
-}
-
-ProxyExchange::~ProxyExchange() {
-    release();
-}
-
-void ProxyExchange::on_backend_progress() {
-    // Only a wake-up: the engine calls poll() from its own loop.
-    exchange_.listener->on_exchange_progress();
 }
 
 size_t ProxyExchange::offer_body(std::span<const char> data) {
@@ -206,63 +196,29 @@ void ProxyExchange::end_body() {
     }
 }
 
-StreamState ProxyExchange::failed(int status, std::string_view headers) {
-    if (head_reported_) return StreamState::Broken;
-    error_status_ = status;
-    error_headers_ = headers;
-    return StreamState::Failed;
-}
-
 bool ProxyExchange::fail_over() {
     if (attempts_ >= group_.pools.size()) return false;
     BackendConnection* backend = this->backend();
-    bool complete = backend->body_complete();
+    bool complete = backend->request_complete();
     resend_ = backend->take_request();
-    backend->release();
     ++attempts_;
-    pool_->release_tunnel_slot(*this);
-    pool_ = &group_.pick(exchange_.now_ms, pool_);
+    BackendPool& next = group_.pick(exchange_.now_ms, static_cast<BackendPool*>(pool_));
+    move_to(next);
     log_info("proxy: trying %s instead", pool_->options().address.text.c_str());
     request_sent_ = false;
     resend_complete_ = complete; // the last chunk is in resend_ already
-    pool_->acquire(*this, wants_tunnel());
     return true;
 }
 
 StreamState ProxyExchange::poll() {
     for (;;) {
-        if (backend_refused()) {
-            // Overload must not flood the log too: one line per second per thread.
-            static thread_local time_t last_warning = 0;
-            if (exchange_.now_s != last_warning) {
-                last_warning = exchange_.now_s;
-                if (backend_tunnels_full())
-                    log_warn("proxy: %s has as many tunnels as --proxy-tunnels allows this "
-                             "reactor: 503",
-                             pool_->options().address.text.c_str());
-                else
-                    log_warn("proxy: every connection to %s of this reactor is busy and its "
-                             "queue is full or the wait timed out: 503",
-                             pool_->options().address.text.c_str());
-            }
-            return failed(503, "Retry-After: 1\r\n");
-        }
-        if (backend_queued()) return StreamState::Pending;
+        acquire(wants_tunnel());
+        if (StreamState admitted = admission(); admitted != StreamState::Ready) return admitted;
         BackendConnection* backend = this->backend();
-        if (!backend) return failed(502);
         if (!request_sent_) send_request(*backend);
         if (backend->failure() == BackendFailure::None) backend->flush();
-        switch (backend->failure()) {
-        case BackendFailure::None:
-            break;
-        case BackendFailure::Connect:
-            if (fail_over()) continue;
-            return failed(502);
-        case BackendFailure::Timeout:
-            return failed(504);
-        default:
-            return failed(502);
-        }
+        if (backend->failure() == BackendFailure::Connect && fail_over()) continue;
+        if (backend->failure() != BackendFailure::None) return failed(backend->failure());
         break;
     }
     BackendConnection* backend = this->backend();
@@ -305,28 +261,6 @@ void ProxyExchange::send_request(BackendConnection& backend) {
     else if (body_ended_)
         backend.end_body(chunked_);
     request_sent_ = true;
-}
-
-std::span<const char> ProxyExchange::body() const {
-    BackendConnection* backend = this->backend();
-    return backend ? backend->body() : std::span<const char>{};
-}
-
-void ProxyExchange::consume(size_t bytes) {
-    if (BackendConnection* backend = this->backend()) backend->consume_body(bytes);
-}
-
-bool ProxyExchange::ended() const {
-    BackendConnection* backend = this->backend();
-    return backend && backend->ended();
-}
-
-void ProxyExchange::release() {
-    if (released_) return;
-    released_ = true;
-    if (backend_queued()) pool_->cancel_wait(*this);
-    pool_->release_tunnel_slot(*this);
-    if (BackendConnection* backend = this->backend()) backend->release();
 }
 
 bool ProxyExchange::wants_tunnel() const {

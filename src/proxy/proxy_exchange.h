@@ -2,11 +2,11 @@
 // that a protocol engine drives (the second one, beside FastCgiExchange).
 //
 //   constructed -> a backend of the group is chosen (round robin, skipping
-//                  the ones that refused a connection lately); its pool gives
-//                  a connection, queues the request, or refuses it (poll:
-//                  Failed, 503 with Retry-After); an upgrade first takes a
-//                  tunnel slot (--proxy-tunnels), else the same 503
-//   poll        -> the request head (hop-by-hop fields dropped, Host,
+//                  the ones that refused a connection lately)
+//   first poll  -> its pool gives a connection, queues the request, or
+//                  refuses it (Failed, 503 with Retry-After); an upgrade
+//                  first takes a tunnel slot (--proxy-tunnels), else the same 503
+//              -> the request head (hop-by-hop fields dropped, Host,
 //                  X-Forwarded-*, Forwarded set) and the body bytes as they
 //                  come, re-chunked when the client sent them chunked, at
 //                  most BackendConnection::kSendHighWater buffered
@@ -19,8 +19,8 @@
 // Failures before the head: 502 (504 on a timeout); after it, Broken.
 #pragma once
 
-#include "http/exchange.h"
 #include "proxy/upstream.h"
+#include "upstream/backend_stream.h"
 
 #include <memory>
 #include <string>
@@ -45,49 +45,32 @@ struct ProxyTarget {
     std::string_view host; // `host = "..."` of the site; empty: the client's Host
 };
 
-class ProxyExchange final : public ResponseStream, public BackendClient {
+class ProxyExchange final : public upstream::BackendStream {
 public:
     ProxyExchange(BackendGroup& group, Exchange& exchange, const ProxyTarget& target);
-    ~ProxyExchange() override;
 
     size_t offer_body(std::span<const char> data) override;
     void end_body() override;
     StreamState poll() override;
-    const StreamHead& head() const override { return head_; }
-    std::span<const char> body() const override;
-    void consume(size_t bytes) override;
-    bool ended() const override;
-    int error_status() const override { return error_status_; }
-    std::string_view error_headers() const override { return error_headers_; }
-    void release() override;
-
-    void on_backend_progress() override;
 
 private:
+    BackendConnection* backend() const { return static_cast<BackendConnection*>(connection()); }
     void send_request(BackendConnection& backend);
     // A backend that could not be connected to: the same request to another.
     bool fail_over();
     // The request asks to switch protocols: it needs one of the backend's tunnel slots.
     bool wants_tunnel() const;
-    StreamState failed(int status, std::string_view headers = {});
 
     BackendGroup& group_;
-    BackendPool* pool_;
-    Exchange& exchange_;
     std::string host_;
     // The request bytes a failed connection never sent, for the next backend.
     std::string resend_;
     std::vector<Header> headers_; // the backend's, without its hop-by-hop fields
-    StreamHead head_;
     size_t attempts_ = 1;
-    int error_status_ = 0;
-    std::string_view error_headers_;
     bool chunked_ = false; // the body goes chunked (the client's was)
     bool resend_complete_ = false;
     bool request_sent_ = false;
     bool body_ended_ = false;
-    bool head_reported_ = false;
-    bool released_ = false;
 };
 
 // The Upgrade field's value when `request` asks to switch protocols (HTTP/1.1,

@@ -7,13 +7,6 @@
 namespace lepus {
 namespace {
 
-bool same_backend(const fastcgi::UpstreamOptions& a, const fastcgi::UpstreamOptions& b) {
-    return a.address.text == b.address.text && a.connections == b.connections &&
-           a.queue_limit == b.queue_limit && a.queue_timeout_ms == b.queue_timeout_ms &&
-           a.response_timeout_ms == b.response_timeout_ms &&
-           a.idle_timeout_ms == b.idle_timeout_ms && a.keep_alive == b.keep_alive;
-}
-
 // This worker's share of a pool of `total` connections: php-fpm sees `total`
 // in all, at least one per reactor.
 size_t share(unsigned total, unsigned index, unsigned threads) {
@@ -23,7 +16,7 @@ size_t share(unsigned total, unsigned index, unsigned threads) {
 // The index in set.pool_options of `options`, added when new.
 size_t pool_index(ServingSet& set, fastcgi::UpstreamOptions options) {
     for (size_t i = 0; i < set.pool_options.size(); ++i)
-        if (same_backend(set.pool_options[i], options)) return i;
+        if (set.pool_options[i] == options) return i;
     set.pool_options.push_back(std::move(options));
     return set.pool_options.size() - 1;
 }
@@ -34,7 +27,7 @@ fastcgi::UpstreamOptions backend_options(const ServerOptions& options, const Sit
     fastcgi::UpstreamOptions upstream;
     // Both were validated by parse_command_line.
     upstream.address =
-        *fastcgi::parse_backend_address(site ? site->address : std::string_view(options.fastcgi));
+        *upstream::parse_backend_address(site ? site->address : std::string_view(options.fastcgi));
     upstream.connections =
         share(site && site->pool ? *site->pool : options.fastcgi_pool, index, threads);
     upstream.queue_limit = site && site->queue ? *site->queue : options.fastcgi_queue;
@@ -42,6 +35,7 @@ fastcgi::UpstreamOptions backend_options(const ServerOptions& options, const Sit
     upstream.response_timeout_ms =
         site && site->timeout_ms ? *site->timeout_ms : options.fastcgi_timeout_ms;
     upstream.idle_timeout_ms = options.fastcgi_idle_timeout_ms;
+    upstream.connect_timeout_ms = options.fastcgi_connect_timeout_ms;
     upstream.keep_alive = site && site->keepalive ? *site->keepalive : options.fastcgi_keepalive;
     return upstream;
 }
@@ -188,12 +182,12 @@ std::unique_ptr<ServingSet> make_serving_set(const ServerOptions& options,
 }
 
 void adopt_pools(ServingSet& next, const ServingSet* previous, Reactor& reactor,
-                 fastcgi::UpstreamGauges& gauges, fastcgi::UpstreamGauges* proxy_gauges) {
+                 upstream::UpstreamGauges& gauges, upstream::UpstreamGauges* proxy_gauges) {
     next.pools.clear();
     for (const fastcgi::UpstreamOptions& options : next.pool_options) {
         std::shared_ptr<fastcgi::UpstreamPool> pool;
         for (size_t i = 0; previous && i < previous->pools.size() && !pool; ++i)
-            if (same_backend(previous->pools[i]->options(), options)) pool = previous->pools[i];
+            if (previous->pools[i]->options() == options) pool = previous->pools[i];
         if (!pool) pool = std::make_shared<fastcgi::UpstreamPool>(reactor, options, &gauges);
         next.pools.push_back(std::move(pool));
     }

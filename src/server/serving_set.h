@@ -113,13 +113,13 @@ SiteHandlers::ProxyRoute make_proxy_route(ServingSet& set, const ServerOptions& 
                                           const SiteProxy* site, unsigned index, unsigned threads);
 // adopt_pools and close_unshared_pools for the proxy's pools.
 void adopt_proxy_pools(ServingSet& next, const ServingSet* previous, Reactor& reactor,
-                       fastcgi::UpstreamGauges* gauges);
+                       upstream::UpstreamGauges* gauges);
 void close_unshared_proxy_pools(ServingSet& set);
 
 // On the worker's thread: makes the pools of `next`, taking over those of
 // `previous` (may be null) whose backend and settings are the same.
 void adopt_pools(ServingSet& next, const ServingSet* previous, Reactor& reactor,
-                 fastcgi::UpstreamGauges& gauges, fastcgi::UpstreamGauges* proxy_gauges = nullptr);
+                 upstream::UpstreamGauges& gauges, upstream::UpstreamGauges* proxy_gauges = nullptr);
 
 // On the worker's thread, before a set that no request holds any more is
 // destroyed: closes the backend connections of the pools no other set shares.

@@ -9,18 +9,9 @@
 namespace lepus {
 namespace {
 
-bool same_backend(const proxy::BackendOptions& a, const proxy::BackendOptions& b) {
-    return a.address.text == b.address.text && a.connections == b.connections &&
-           a.tunnels == b.tunnels && a.queue_limit == b.queue_limit &&
-           a.queue_timeout_ms == b.queue_timeout_ms &&
-           a.connect_timeout_ms == b.connect_timeout_ms &&
-           a.response_timeout_ms == b.response_timeout_ms &&
-           a.idle_timeout_ms == b.idle_timeout_ms && a.head_max == b.head_max;
-}
-
 size_t proxy_pool_index(ServingSet& set, proxy::BackendOptions options) {
     for (size_t i = 0; i < set.proxy_pool_options.size(); ++i)
-        if (same_backend(set.proxy_pool_options[i], options)) return i;
+        if (set.proxy_pool_options[i] == options) return i;
     set.proxy_pool_options.push_back(std::move(options));
     return set.proxy_pool_options.size() - 1;
 }
@@ -60,13 +51,12 @@ SiteHandlers::ProxyRoute make_proxy_route(ServingSet& set, const ServerOptions& 
 }
 
 void adopt_proxy_pools(ServingSet& next, const ServingSet* previous, Reactor& reactor,
-                       fastcgi::UpstreamGauges* gauges) {
+                       upstream::UpstreamGauges* gauges) {
     next.proxy_pools.clear();
     for (const proxy::BackendOptions& options : next.proxy_pool_options) {
         std::shared_ptr<proxy::BackendPool> pool;
         for (size_t i = 0; previous && i < previous->proxy_pools.size() && !pool; ++i)
-            if (same_backend(previous->proxy_pools[i]->options(), options))
-                pool = previous->proxy_pools[i];
+            if (previous->proxy_pools[i]->options() == options) pool = previous->proxy_pools[i];
         if (!pool) pool = std::make_shared<proxy::BackendPool>(reactor, options, gauges);
         next.proxy_pools.push_back(std::move(pool));
     }

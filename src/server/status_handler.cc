@@ -34,11 +34,11 @@ StatusSnapshot take_snapshot(Worker& worker, const ServingSet& serving, uint64_t
         r.http2_streams = stats.http2.streams.load(std::memory_order_relaxed);
         r.http2_streams_total = stats.http2.streams_total.load(std::memory_order_relaxed);
         r.http2_connections_total = stats.http2.connections_total.load(std::memory_order_relaxed);
-        fastcgi::UpstreamGauges& gauges = each->fastcgi_gauges();
+        upstream::UpstreamGauges& gauges = each->fastcgi_gauges();
         r.fastcgi_busy = gauges.busy.load(std::memory_order_relaxed);
         r.fastcgi_idle = gauges.idle.load(std::memory_order_relaxed);
         r.fastcgi_queued = gauges.queued.load(std::memory_order_relaxed);
-        fastcgi::UpstreamGauges& proxy = each->proxy_gauges();
+        upstream::UpstreamGauges& proxy = each->proxy_gauges();
         r.proxy_busy = proxy.busy.load(std::memory_order_relaxed);
         r.proxy_idle = proxy.idle.load(std::memory_order_relaxed);
         r.proxy_queued = proxy.queued.load(std::memory_order_relaxed);

@@ -64,9 +64,9 @@ public:
     const Http1Context& http1() const { return http1_; }
     WorkerStats& stats() { return stats_; }
     // FastCGI connections and queue of every pool of this reactor, for the status page.
-    fastcgi::UpstreamGauges& fastcgi_gauges() { return fastcgi_gauges_; }
+    upstream::UpstreamGauges& fastcgi_gauges() { return fastcgi_gauges_; }
     // The same for the reverse proxy's HTTP backend pools.
-    fastcgi::UpstreamGauges& proxy_gauges() { return proxy_gauges_; }
+    upstream::UpstreamGauges& proxy_gauges() { return proxy_gauges_; }
 
     // The current serving set; picks up one handed over by reload() first.
     const std::shared_ptr<ServingSet>& serving() {
@@ -97,8 +97,8 @@ private:
     Http1StatePool states_;
     Router router_;
     Http1Context http1_;
-    fastcgi::UpstreamGauges fastcgi_gauges_; // before the sets: their pools write to it
-    fastcgi::UpstreamGauges proxy_gauges_;
+    upstream::UpstreamGauges fastcgi_gauges_; // before the sets: their pools write to it
+    upstream::UpstreamGauges proxy_gauges_;
     std::shared_ptr<ServingSet> serving_;
     std::atomic<ServingSet*> pending_{nullptr};
     std::vector<std::unique_ptr<ServingSet>> retired_;

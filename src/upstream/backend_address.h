@@ -1,5 +1,5 @@
-// BackendAddress: where php-fpm listens, "unix:/path" or "HOST:PORT", parsed
-// once at start-up into a sockaddr ready for connect().
+// BackendAddress: where a backend (php-fpm, an HTTP server) listens, "unix:/path" or "HOST:PORT",
+// parsed once at start-up into a sockaddr ready for connect().
 #pragma once
 
 #include <optional>
@@ -8,7 +8,7 @@
 #include <sys/socket.h>
 #include <sys/un.h>
 
-namespace lepus::fastcgi {
+namespace lepus::upstream {
 
 struct BackendAddress {
     sockaddr_storage storage{};
@@ -22,4 +22,4 @@ struct BackendAddress {
 // nullopt on anything else, including a unix path too long for sun_path.
 std::optional<BackendAddress> parse_backend_address(std::string_view text);
 
-} // namespace lepus::fastcgi
+} // namespace lepus::upstream

@@ -1,11 +1,11 @@
-#include "fastcgi/backend_address.h"
+#include "upstream/backend_address.h"
 
 #include <arpa/inet.h>
 #include <charconv>
 #include <cstring>
 #include <netinet/in.h>
 
-namespace lepus::fastcgi {
+namespace lepus::upstream {
 
 std::optional<BackendAddress> parse_backend_address(std::string_view text) {
     BackendAddress address;
@@ -47,4 +47,4 @@ std::optional<BackendAddress> parse_backend_address(std::string_view text) {
     return address;
 }
 
-} // namespace lepus::fastcgi
+} // namespace lepus::upstream

@@ -1,34 +1,39 @@
-// BackendPool: the per-reactor set of connections to one HTTP backend, its
-// FIFO of requests waiting for a connection (one shared timeout, one timer),
-// the tunnel slots of upgraded connections, and the gauges they publish.
-// Apart from upstream.cc, which holds BackendConnection (the socket, the
-// request bytes out and the response parsed in), so that each stays a
-// readable size (issue 31); both implement proxy/upstream.h.
-#include "proxy/upstream.h"
+// upstream::Pool: the per-reactor set of connections to one backend, its FIFO
+// of requests waiting for a connection (one shared timeout, one timer), the
+// tunnel slots of upgraded connections, and the gauges they publish.
+#include "upstream/pool.h"
 
 #include <algorithm>
 #include <utility>
 
-namespace lepus::proxy {
+namespace lepus::upstream {
 
-BackendPool::BackendPool(Reactor& reactor, BackendOptions options, UpstreamGauges* gauges)
-    : reactor_(reactor), options_(std::move(options)), gauges_(gauges),
-      queue_timer_(this, &BackendPool::on_queue_timer) {
-    options_.connections = std::max<size_t>(1, options_.connections);
-    for (size_t i = 0; i < options_.connections; ++i) {
-        connections_.push_back(std::make_unique<BackendConnection>(*this, reactor_));
-        closed_.push_back(connections_.back().get());
-    }
+bool PoolOptions::operator==(const PoolOptions& other) const {
+    return address.text == other.address.text && connections == other.connections &&
+           tunnels == other.tunnels && queue_limit == other.queue_limit &&
+           queue_timeout_ms == other.queue_timeout_ms &&
+           connect_timeout_ms == other.connect_timeout_ms &&
+           response_timeout_ms == other.response_timeout_ms &&
+           idle_timeout_ms == other.idle_timeout_ms && keep_alive == other.keep_alive &&
+           head_max == other.head_max;
 }
 
-BackendPool::~BackendPool() {
+Pool::Pool(Reactor& reactor, PoolOptions options, UpstreamGauges* gauges,
+           const ProtocolNames& names)
+    : reactor_(reactor), options_(std::move(options)), gauges_(gauges), names_(names),
+      queue_timer_(this, &Pool::on_queue_timer) {
+    options_.connections = std::max<size_t>(1, options_.connections);
+}
+
+Pool::~Pool() {
+    // Unsigned wrap-around turns these additions into subtractions.
     add_to_gauges(-published_busy_, -published_idle_, -published_queued_, -published_tunnels_);
 }
 
-void BackendPool::close_all() {
+void Pool::close_all() {
     for (auto& connection : connections_) {
         connection->close_socket();
-        connection->state_ = BackendConnection::State::Closed;
+        connection->state_ = Connection::State::Closed;
     }
     for (auto& tunnel : tunnels_) // freed when their clients release them
         tunnel->close_socket();
@@ -40,7 +45,7 @@ void BackendPool::close_all() {
     publish_gauges();
 }
 
-void BackendPool::add_to_gauges(uint64_t busy, uint64_t idle, uint64_t queued, uint64_t tunnels) {
+void Pool::add_to_gauges(uint64_t busy, uint64_t idle, uint64_t queued, uint64_t tunnels) {
     if (!gauges_) return;
     auto add = [](std::atomic<uint64_t>& gauge, uint64_t delta) {
         gauge.store(gauge.load(std::memory_order_relaxed) + delta, std::memory_order_relaxed);
@@ -51,7 +56,7 @@ void BackendPool::add_to_gauges(uint64_t busy, uint64_t idle, uint64_t queued, u
     add(gauges_->tunnels, tunnels);
 }
 
-void BackendPool::publish_gauges() {
+void Pool::publish_gauges() {
     uint64_t busy = busy_connections(), idle = idle_.size(), queued = queue_size_;
     uint64_t tunnels = tunnels_.size();
     add_to_gauges(busy - published_busy_, idle - published_idle_, queued - published_queued_,
@@ -62,7 +67,7 @@ void BackendPool::publish_gauges() {
     published_tunnels_ = tunnels;
 }
 
-void BackendPool::acquire(BackendClient& client, bool upgrade) {
+void Pool::acquire(Client& client, bool upgrade) {
     client.refused_ = client.tunnels_full_ = false;
     if (upgrade && !client.tunnel_slot_) {
         if (tunnel_slots_taken_ >= options_.tunnels) {
@@ -73,15 +78,19 @@ void BackendPool::acquire(BackendClient& client, bool upgrade) {
         client.tunnel_slot_ = true;
     }
     if (queue_size_ == 0) {
+        // Warm connections first; a new socket only when none is idle.
+        Connection* connection = nullptr;
         if (!idle_.empty()) {
-            BackendConnection* connection = idle_.back();
+            connection = idle_.back();
             idle_.pop_back();
-            publish_gauges();
-            return connection->attach(client);
-        }
-        if (!closed_.empty()) {
-            BackendConnection* connection = closed_.back();
+        } else if (!closed_.empty()) {
+            connection = closed_.back();
             closed_.pop_back();
+        } else if (connections_.size() < options_.connections) {
+            connections_.push_back(make_connection());
+            connection = connections_.back().get();
+        }
+        if (connection) {
             publish_gauges();
             return connection->attach(client);
         }
@@ -104,13 +113,13 @@ void BackendPool::acquire(BackendClient& client, bool upgrade) {
     publish_gauges();
 }
 
-void BackendPool::release_tunnel_slot(BackendClient& client) {
+void Pool::release_tunnel_slot(Client& client) {
     if (!client.tunnel_slot_) return;
     client.tunnel_slot_ = false;
     --tunnel_slots_taken_;
 }
 
-void BackendPool::cancel_wait(BackendClient& client) {
+void Pool::cancel_wait(Client& client) {
     if (!client.queued_) return;
     if (client.queue_prev_)
         client.queue_prev_->queue_next_ = client.queue_next_;
@@ -127,71 +136,76 @@ void BackendPool::cancel_wait(BackendClient& client) {
     publish_gauges();
 }
 
-BackendClient* BackendPool::pop_waiter() {
-    BackendClient* client = queue_head_;
+Client* Pool::pop_waiter() {
+    Client* client = queue_head_;
     if (client) cancel_wait(*client);
     return client;
 }
 
-void BackendPool::on_available(BackendConnection& connection) {
-    if (BackendClient* client = pop_waiter()) return assign(connection, *client);
-    if (connection.state_ == BackendConnection::State::Idle)
+void Pool::on_available(Connection& connection) {
+    if (Client* client = pop_waiter()) return assign(connection, *client);
+    if (connection.state_ == Connection::State::Idle)
         idle_.push_back(&connection);
     else
         closed_.push_back(&connection);
     publish_gauges();
 }
 
-void BackendPool::on_idle_closed(BackendConnection& connection) {
+void Pool::on_idle_closed(Connection& connection) {
     auto it = std::find(idle_.begin(), idle_.end(), &connection);
     if (it != idle_.end()) idle_.erase(it);
     closed_.push_back(&connection);
     publish_gauges();
 }
 
-void BackendPool::on_tunnel(BackendConnection& connection) {
+void Pool::on_tunnel(Connection& connection) {
     auto it = std::find_if(connections_.begin(), connections_.end(),
                            [&](const auto& each) { return each.get() == &connection; });
     if (it == connections_.end()) return;
     connection.detached_ = true;
     tunnels_.push_back(std::move(*it));
-    // The replacement opens when a request needs it.
-    *it = std::make_unique<BackendConnection>(*this, reactor_);
-    on_available(**it);
+    *it = std::move(connections_.back());
+    connections_.pop_back();
+    // The slot it left opens a connection for the oldest waiter, if any.
+    if (queue_head_) {
+        connections_.push_back(make_connection());
+        assign(*connections_.back(), *pop_waiter());
+    }
     publish_gauges();
 }
 
-void BackendPool::on_tunnel_closed(BackendConnection& connection) {
+void Pool::on_tunnel_closed(Connection& connection) {
     auto it = std::find_if(tunnels_.begin(), tunnels_.end(),
                            [&](const auto& each) { return each.get() == &connection; });
     if (it == tunnels_.end()) return;
-    std::unique_ptr<BackendConnection> gone = std::move(*it);
+    std::unique_ptr<Connection> gone = std::move(*it);
     *it = std::move(tunnels_.back());
     tunnels_.pop_back();
     publish_gauges();
 }
 
-void BackendPool::assign(BackendConnection& connection, BackendClient& client) {
+void Pool::assign(Connection& connection, Client& client) {
     connection.attach(client);
-    client.on_backend_progress();
+    client.on_upstream_progress();
 }
 
-void BackendPool::arm_queue_timer() {
+void Pool::arm_queue_timer() {
     if (queue_head_)
         reactor_.timers().schedule(queue_timer_, queue_head_->queue_deadline_);
     else
         reactor_.timers().cancel(queue_timer_);
 }
 
-void BackendPool::on_queue_timer(TimerEntry& entry) {
-    BackendPool* pool = &OwnedTimerEntry<BackendPool>::owner_of(entry);
+void Pool::on_queue_timer(TimerEntry& entry) {
+    Pool* pool = &OwnedTimerEntry<Pool>::owner_of(entry);
     uint64_t now = pool->reactor_.now_ms();
+    // Everyone shares one timeout, so the expired waiters are at the front.
     while (pool->queue_head_ && pool->queue_head_->queue_deadline_ <= now) {
-        BackendClient* client = pool->pop_waiter();
+        Client* client = pool->pop_waiter();
         client->refused_ = true;
-        client->on_backend_progress(); // may close and free the client
+        client->on_upstream_progress(); // may close and free the client
     }
     pool->arm_queue_timer();
 }
 
-} // namespace lepus::proxy
+} // namespace lepus::upstream

@@ -1,0 +1,86 @@
+#include "upstream/backend_stream.h"
+
+#include "log/error_log.h"
+
+namespace lepus::upstream {
+
+BackendStream::~BackendStream() {
+    BackendStream::release();
+}
+
+void BackendStream::on_upstream_progress() {
+    // Only a wake-up: the engine calls poll() from its own loop, where the
+    // request's views are valid. This object may be gone when it returns.
+    exchange_.listener->on_exchange_progress();
+}
+
+void BackendStream::acquire(bool upgrade) {
+    if (acquired_) return;
+    acquired_ = true;
+    pool_->acquire(*this, upgrade);
+}
+
+StreamState BackendStream::admission() {
+    if (refused()) {
+        // Overload must not flood the log as well: one line per second per thread.
+        static thread_local time_t last_warning = 0;
+        if (exchange_.now_s != last_warning) {
+            last_warning = exchange_.now_s;
+            const char* protocol = pool_->names().protocol;
+            const char* address = pool_->options().address.text.c_str();
+            if (tunnels_full())
+                log_warn("%s: %s has as many tunnels as --proxy-tunnels allows this reactor: 503",
+                         protocol, address);
+            else
+                log_warn("%s: every connection to %s of this reactor is busy and its queue is "
+                         "full or the wait timed out: 503",
+                         protocol, address);
+        }
+        return failed(503, "Retry-After: 1\r\n");
+    }
+    if (queued()) return StreamState::Pending;
+    if (!connection()) return failed(502);
+    return StreamState::Ready;
+}
+
+StreamState BackendStream::failed(Failure failure) {
+    return failed(failure == Failure::Timeout ? 504 : 502);
+}
+
+StreamState BackendStream::failed(int status, std::string_view headers) {
+    if (head_reported_) return StreamState::Broken;
+    error_status_ = status;
+    error_headers_ = headers;
+    return StreamState::Failed;
+}
+
+void BackendStream::move_to(Pool& pool) {
+    if (Connection* connection = this->connection()) connection->release();
+    pool_->release_tunnel_slot(*this);
+    pool_ = &pool;
+    acquired_ = false;
+}
+
+std::span<const char> BackendStream::body() const {
+    Connection* connection = this->connection();
+    return connection ? connection->body() : std::span<const char>{};
+}
+
+void BackendStream::consume(size_t bytes) {
+    if (Connection* connection = this->connection()) connection->consume_body(bytes);
+}
+
+bool BackendStream::ended() const {
+    Connection* connection = this->connection();
+    return connection && connection->ended();
+}
+
+void BackendStream::release() {
+    if (released_) return;
+    released_ = true;
+    if (queued()) pool_->cancel_wait(*this);
+    pool_->release_tunnel_slot(*this);
+    if (Connection* connection = this->connection()) connection->release();
+}
+
+} // namespace lepus::upstream
