@@ -144,7 +144,9 @@ Client* Pool::pop_waiter() {
 
 void Pool::on_available(Connection& connection) {
     if (Client* client = pop_waiter()) return assign(connection, *client);
-    if (connection.state_ == Connection::State::Idle)
+    // A connection still connecting (its client left) waits with the idle ones.
+    if (connection.state_ == Connection::State::Idle ||
+        connection.state_ == Connection::State::Connecting)
         idle_.push_back(&connection);
     else
         closed_.push_back(&connection);

@@ -232,6 +232,7 @@ private:
     void retry();
     void finish_draining();
     void become_idle();
+    void drop_spare();
     void arm_timer(uint64_t timeout_ms);
     void notify();
     static void on_timer(TimerEntry& entry);

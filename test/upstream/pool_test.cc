@@ -401,11 +401,9 @@ TEST_F(PoolTest, RefusedConnectionFailsAndMarksTheBackendDown) {
     EXPECT_GT(down, 0u);
 }
 
-// A connect that hangs (a backlog that is full) ends at the connect timeout
-// with 504, well before the response timeout.
-TEST_F(PoolTest, ConnectThatHangsTimesOut) {
-    LineBackend backend(0); // never started: nothing is accepted
-    // Fill the accept queue: further SYNs are dropped, connects hang.
+// Fills `backend`'s accept queue (made with a backlog of 0, not started):
+// further SYNs are dropped, so connects hang until it accepts.
+std::vector<int> fill_backlog(const LineBackend& backend) {
     std::vector<int> fillers;
     for (int i = 0; i < 4; ++i) {
         int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
@@ -417,12 +415,43 @@ TEST_F(PoolTest, ConnectThatHangsTimesOut) {
         fillers.push_back(fd);
     }
     std::this_thread::sleep_for(50ms);
+    return fillers;
+}
+
+// A connect that hangs (a backlog that is full) ends at the connect timeout
+// with 504, well before the response timeout.
+TEST_F(PoolTest, ConnectThatHangsTimesOut) {
+    LineBackend backend(0); // never started: nothing is accepted
+    std::vector<int> fillers = fill_backlog(backend);
     PoolOptions options = options_for(backend.address());
     options.connect_timeout_ms = 200;
     options.response_timeout_ms = 60000;
     LinePool& pool = make_pool(options);
     request(pool, "a");
     EXPECT_EQ(status_of(0), 504);
+    for (int fd : fillers)
+        ::close(fd);
+}
+
+// A client that leaves while its connection is still connecting (an HTTP/2
+// stream reset at once) leaves the socket to the next request (issue 32).
+TEST_F(PoolTest, ConnectionReleasedWhileConnectingIsKept) {
+    LineBackend backend(0);
+    std::vector<int> fillers = fill_backlog(backend);
+    PoolOptions options = options_for(backend.address());
+    options.connect_timeout_ms = 10000;
+    LinePool& pool = make_pool(options);
+    LineClient& first = request(pool, "a");
+    on_reactor([&] { first.abandon(); });
+    size_t idle = 0, busy = 0;
+    on_reactor([&] { idle = pool.idle_connections(), busy = pool.busy_connections(); });
+    EXPECT_EQ(idle, 1u); // kept (still connecting), not closed
+    EXPECT_EQ(busy, 0u);
+    backend.start(); // the backlog drains; the SYN's retry completes the connect
+    request(pool, "b");
+    EXPECT_EQ(status_of(1), 200);
+    EXPECT_EQ(clients_[1]->answer, "ok:b\n");
+    EXPECT_EQ(backend.requests.load(), 1);
     for (int fd : fillers)
         ::close(fd);
 }
