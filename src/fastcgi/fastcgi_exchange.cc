@@ -7,8 +7,9 @@
 
 namespace lepus::fastcgi {
 
-FastCgiExchange::FastCgiExchange(UpstreamPool& pool, Exchange& exchange, const ScriptTarget& target)
-    : BackendStream(pool, exchange), document_root_(target.document_root),
+FastCgiExchange::FastCgiExchange(upstream::Group& group, Exchange& exchange,
+                                 const ScriptTarget& target)
+    : BackendStream(group, exchange), document_root_(target.document_root),
       script_name_(target.script_name), path_info_(target.path_info),
       script_filename_(target.script_filename), server_name_(target.server_name) {
     if (target.rewritten) {
@@ -61,12 +62,8 @@ StreamState FastCgiExchange::poll() {
     // A body of unknown length goes once it is whole (CONTENT_LENGTH first):
     // no connection is taken before.
     if (!length_known_ && !body_ended_) return StreamState::Pending;
-    acquire();
-    if (StreamState admitted = admission(); admitted != StreamState::Ready) return admitted;
+    if (StreamState state = send(); state != StreamState::Ready) return state;
     UpstreamConnection* upstream = this->upstream();
-    if (!request_sent_) send_request(*upstream);
-    if (upstream->failure() == UpstreamFailure::None) upstream->flush();
-    if (upstream->failure() != UpstreamFailure::None) return failed(upstream->failure());
     if (!upstream->head_ready()) return StreamState::Pending;
     if (!head_reported_) {
         const CgiResponseParser& cgi = upstream->head();
@@ -78,7 +75,14 @@ StreamState FastCgiExchange::poll() {
     return StreamState::Ready;
 }
 
-void FastCgiExchange::send_request(UpstreamConnection& upstream) {
+void FastCgiExchange::write_request(upstream::Connection& backend) {
+    auto& upstream = static_cast<UpstreamConnection&>(backend);
+    if (!resend_.empty()) {
+        upstream.resend(script_name_, std::move(resend_), resend_complete_);
+        std::string().swap(resend_);
+        if (body_ended_ && !resend_complete_) upstream.end_stdin();
+        return;
+    }
     const Request& request = this->request();
     ConnectionInfo& connection = *exchange_.connection;
     std::optional<uint64_t> length = request.content_length;
@@ -104,7 +108,6 @@ void FastCgiExchange::send_request(UpstreamConnection& upstream) {
         std::string().swap(whole_body_);
     }
     if (body_ended_) upstream.end_stdin();
-    request_sent_ = true;
     // The engine offers the body bytes already received next, then one write.
 }
 

@@ -5,6 +5,9 @@
 //
 //   first poll  -> the pool gives a backend connection, queues the request,
 //                  or refuses it (Failed, 503 with Retry-After)
+//                  (a php-fpm of the site's group: upstream/group.h)
+//              -> a connection that could not be made (refused, or the
+//                  connect timed out): the same records to the next php-fpm
 //              -> BEGIN_REQUEST + PARAMS (+ the body bytes already offered
 //                  + the empty STDIN when the body is complete) in one write;
 //                  a Content-Length body then streams as STDIN records while
@@ -52,9 +55,9 @@ struct ScriptTarget {
 
 class FastCgiExchange final : public upstream::BackendStream {
 public:
-    // Will ask `pool` for a backend connection for `exchange` (whose request,
-    // connection and listener stay valid while the engine calls us).
-    FastCgiExchange(UpstreamPool& pool, Exchange& exchange, const ScriptTarget& target);
+    // Will ask a php-fpm of `group` for a backend connection for `exchange`
+    // (whose request, connection and listener stay valid while the engine calls us).
+    FastCgiExchange(upstream::Group& group, Exchange& exchange, const ScriptTarget& target);
 
     size_t offer_body(std::span<const char> data) override;
     void end_body() override;
@@ -62,7 +65,7 @@ public:
 
 private:
     UpstreamConnection* upstream() const { return static_cast<UpstreamConnection*>(connection()); }
-    void send_request(UpstreamConnection& upstream);
+    void write_request(upstream::Connection& backend) override;
 
     const Request& request() const { return redirected_ ? *redirected_ : *exchange_.request; }
 
@@ -75,7 +78,6 @@ private:
     // A body of unknown length (chunked), kept until it is complete.
     std::string whole_body_;
     bool length_known_ = true;
-    bool request_sent_ = false;
     bool body_ended_ = false;
 };
 

@@ -38,6 +38,11 @@ public:
     // Starts the request: BEGIN_REQUEST (KEEP_CONN with keep_alive) and an open PARAMS stream in
     // the write buffer. The caller adds the variables and calls finish().
     ParamsWriter& begin_request(std::string_view script_name);
+    // Starts the request with the records another connection could not send.
+    void resend(std::string_view script_name, std::string records, bool complete) {
+        script_.assign(script_name);
+        begin_with(std::move(records), true, complete);
+    }
     // Appends STDIN records carrying `data` (copied).
     void append_stdin(std::span<const char> data);
     // Appends the empty STDIN record that ends the body.

@@ -9,21 +9,6 @@
 namespace lepus::proxy {
 namespace {
 
-// RFC 9110 §9.2.2: a request that may be sent twice.
-bool is_idempotent(Method method) {
-    switch (method) {
-    case Method::Get:
-    case Method::Head:
-    case Method::Options:
-    case Method::Trace:
-    case Method::Put:
-    case Method::Delete:
-        return true;
-    default:
-        return false;
-    }
-}
-
 // Fields the proxy sets itself, or that describe the client's connection.
 bool is_replaced(std::string_view name) {
     using namespace std::string_view_literals; // lengths known when compiled, no strlen
@@ -147,22 +132,8 @@ void append_request_head(const Request& request, const ConnectionInfo& connectio
     out.append("\r\n");
 }
 
-BackendPool& BackendGroup::pick(uint64_t now_ms, const BackendPool* skip) {
-    size_t count = pools.size();
-    for (size_t i = 0; i < count; ++i) {
-        BackendPool& pool = *pools[(next + i) % count];
-        if (pool.down_until_ms > now_ms || &pool == skip) continue;
-        next = (next + i + 1) % count;
-        return pool;
-    }
-    // Every backend failed lately: try them in turn all the same.
-    BackendPool& pool = *pools[next % count];
-    next = (next + 1) % count;
-    return &pool == skip && count > 1 ? *pools[next++ % count] : pool;
-}
-
 ProxyExchange::ProxyExchange(BackendGroup& group, Exchange& exchange, const ProxyTarget& target)
-    : BackendStream(group.pick(exchange.now_ms), exchange), group_(group),
+    : BackendStream(group, exchange),
       host_(target.host.empty() ? exchange.request->host : target.host) {
     if (host_.empty()) {
         // HTTP/1.0 without Host: HTTP/1.1 to the backend needs one (RFC 9112 §3.2).
@@ -196,31 +167,8 @@ void ProxyExchange::end_body() {
     }
 }
 
-bool ProxyExchange::fail_over() {
-    if (attempts_ >= group_.pools.size()) return false;
-    BackendConnection* backend = this->backend();
-    bool complete = backend->request_complete();
-    resend_ = backend->take_request();
-    ++attempts_;
-    BackendPool& next = group_.pick(exchange_.now_ms, static_cast<BackendPool*>(pool_));
-    move_to(next);
-    log_info("proxy: trying %s instead", pool_->options().address.text.c_str());
-    request_sent_ = false;
-    resend_complete_ = complete; // the last chunk is in resend_ already
-    return true;
-}
-
 StreamState ProxyExchange::poll() {
-    for (;;) {
-        acquire(wants_tunnel());
-        if (StreamState admitted = admission(); admitted != StreamState::Ready) return admitted;
-        BackendConnection* backend = this->backend();
-        if (!request_sent_) send_request(*backend);
-        if (backend->failure() == BackendFailure::None) backend->flush();
-        if (backend->failure() == BackendFailure::Connect && fail_over()) continue;
-        if (backend->failure() != BackendFailure::None) return failed(backend->failure());
-        break;
-    }
+    if (StreamState state = send(); state != StreamState::Ready) return state;
     BackendConnection* backend = this->backend();
     if (!backend->head_ready()) return StreamState::Pending;
     if (!head_reported_) {
@@ -244,9 +192,10 @@ StreamState ProxyExchange::poll() {
     return StreamState::Ready;
 }
 
-void ProxyExchange::send_request(BackendConnection& backend) {
+void ProxyExchange::write_request(upstream::Connection& connection) {
+    auto& backend = static_cast<BackendConnection&>(connection);
     const Request& request = *exchange_.request;
-    bool replayable = is_idempotent(request.method);
+    bool replayable = upstream::is_idempotent(request.method);
     bool upgrade = wants_tunnel();
     if (resend_.empty()) {
         std::string head;
@@ -260,7 +209,6 @@ void ProxyExchange::send_request(BackendConnection& backend) {
         backend.end_body(false);
     else if (body_ended_)
         backend.end_body(chunked_);
-    request_sent_ = true;
 }
 
 bool ProxyExchange::wants_tunnel() const {

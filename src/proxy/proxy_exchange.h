@@ -1,8 +1,8 @@
 // ProxyExchange: one request answered by an HTTP backend, as a ResponseStream
 // that a protocol engine drives (the second one, beside FastCgiExchange).
 //
-//   constructed -> a backend of the group is chosen (round robin, skipping
-//                  the ones that refused a connection lately)
+//   constructed -> a backend of the group is chosen (upstream/group.h:
+//                  balanced, skipping the ones that refused a connection lately)
 //   first poll  -> its pool gives a connection, queues the request, or
 //                  refuses it (Failed, 503 with Retry-After); an upgrade
 //                  first takes a tunnel slot (--proxy-tunnels), else the same 503
@@ -10,7 +10,8 @@
 //                  X-Forwarded-*, Forwarded set) and the body bytes as they
 //                  come, re-chunked when the client sent them chunked, at
 //                  most BackendConnection::kSendHighWater buffered
-//              -> a connection that could not be made: the next backend, with
+//              -> a connection that could not be made (refused, or the
+//                  connect timed out): the next backend, with
 //                  the same bytes (nothing reached the first one)
 //              -> Ready once the backend's head is parsed; body bytes as they
 //                  come, at most kBodyHighWater buffered
@@ -29,16 +30,8 @@
 
 namespace lepus::proxy {
 
-// The backends of one site on one reactor: a pool per backend, taken in turn.
-struct BackendGroup {
-    std::vector<std::shared_ptr<BackendPool>> pools;
-    size_t next = 0;
-
-    // The next backend in turn that did not refuse a connection lately (any,
-    // when all did: one of them may be back); `skip` is not chosen when
-    // another is available.
-    BackendPool& pick(uint64_t now_ms, const BackendPool* skip = nullptr);
-};
+// The backends of one site on one reactor, and how a request picks one.
+using BackendGroup = upstream::Group;
 
 // What the router resolved for the request.
 struct ProxyTarget {
@@ -55,21 +48,12 @@ public:
 
 private:
     BackendConnection* backend() const { return static_cast<BackendConnection*>(connection()); }
-    void send_request(BackendConnection& backend);
-    // A backend that could not be connected to: the same request to another.
-    bool fail_over();
-    // The request asks to switch protocols: it needs one of the backend's tunnel slots.
-    bool wants_tunnel() const;
+    void write_request(upstream::Connection& connection) override;
+    bool wants_tunnel() const override;
 
-    BackendGroup& group_;
     std::string host_;
-    // The request bytes a failed connection never sent, for the next backend.
-    std::string resend_;
     std::vector<Header> headers_; // the backend's, without its hop-by-hop fields
-    size_t attempts_ = 1;
-    bool chunked_ = false; // the body goes chunked (the client's was)
-    bool resend_complete_ = false;
-    bool request_sent_ = false;
+    bool chunked_ = false;        // the body goes chunked (the client's was)
     bool body_ended_ = false;
 };
 

@@ -55,8 +55,9 @@ std::string check_site(const SiteConfig& site) {
         if (std::string error = check_site_proxy(*site.proxy); !error.empty()) return error;
     if (!site.fastcgi) return {};
     const SiteFastCgi& fastcgi = *site.fastcgi;
-    if (!upstream::parse_backend_address(fastcgi.address))
-        return "fastcgi address '" + fastcgi.address + "' is not unix:/path or HOST:PORT";
+    for (const std::string& address : fastcgi.addresses)
+        if (!upstream::parse_backend_address(address))
+            return "fastcgi address '" + address + "' is not unix:/path or HOST:PORT";
     for (const std::string& extension : fastcgi.ext)
         if (std::string error = extension_error(extension); !error.empty()) return error;
     return {};

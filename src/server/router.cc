@@ -416,7 +416,7 @@ void Router::route_request(Exchange& exchange, RouteState& route, const Request&
                 target.rewritten_path = request.path;
                 target.rewritten_query = request.query;
             }
-            fastcgi::UpstreamPool& pool = route.serving->pool_of(site);
+            upstream::Group& pool = route.serving->fastcgi_of(site);
             if (buffers_request_body(exchange, site)) {
                 // php-fpm gets the request once its body is here: a child is
                 // not held by a client that sends slowly (issue 32).

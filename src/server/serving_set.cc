@@ -21,13 +21,13 @@ size_t pool_index(ServingSet& set, fastcgi::UpstreamOptions options) {
     return set.pool_options.size() - 1;
 }
 
-// The global --fastcgi* backend, or one [[site]]'s own `fastcgi` on top of it.
+// The global --fastcgi* backend, or one address of a [[site]]'s own `fastcgi`
+// on top of it.
 fastcgi::UpstreamOptions backend_options(const ServerOptions& options, const SiteFastCgi* site,
-                                         unsigned index, unsigned threads) {
+                                         std::string_view address, unsigned index,
+                                         unsigned threads) {
     fastcgi::UpstreamOptions upstream;
-    // Both were validated by parse_command_line.
-    upstream.address =
-        *upstream::parse_backend_address(site ? site->address : std::string_view(options.fastcgi));
+    upstream.address = *upstream::parse_backend_address(address); // validated by the options
     upstream.connections =
         share(site && site->pool ? *site->pool : options.fastcgi_pool, index, threads);
     upstream.queue_limit = site && site->queue ? *site->queue : options.fastcgi_queue;
@@ -38,6 +38,26 @@ fastcgi::UpstreamOptions backend_options(const ServerOptions& options, const Sit
     upstream.connect_timeout_ms = options.fastcgi_connect_timeout_ms;
     upstream.keep_alive = site && site->keepalive ? *site->keepalive : options.fastcgi_keepalive;
     return upstream;
+}
+
+// The FastCGI group of a site (`site`: its own `fastcgi`, else the global
+// --fastcgi), its backends added to `set`: the index in set.fastcgi_specs.
+size_t fastcgi_group(ServingSet& set, const ServerOptions& options, const SiteFastCgi* site,
+                     unsigned index, unsigned threads) {
+    ServingSet::GroupSpec spec;
+    std::vector<std::string> addresses{options.fastcgi};
+    if (site) {
+        addresses = site->addresses;
+        spec.balancing = site->balancing;
+    }
+    for (const std::string& address : addresses) {
+        fastcgi::UpstreamOptions backend = backend_options(options, site, address, index, threads);
+        backend.max_fails = spec.balancing.max_fails;
+        backend.fail_timeout_ms = spec.balancing.fail_timeout_ms;
+        spec.members.push_back(pool_index(set, std::move(backend)));
+    }
+    set.fastcgi_specs.push_back(std::move(spec));
+    return set.fastcgi_specs.size() - 1;
 }
 
 BodyBufferOptions body_buffer_options(const ServerOptions& options) {
@@ -118,7 +138,7 @@ std::unique_ptr<ServingSet> make_serving_set(const ServerOptions& options,
                                                options.dotfiles_allow, options.symlinks};
         set->root.scripts = fastcgi::ScriptResolver::create(scripts, error);
         if (!set->root.scripts) return nullptr;
-        set->root.pool = pool_index(*set, backend_options(options, nullptr, index, threads));
+        set->root.pool = fastcgi_group(*set, options, nullptr, index, threads);
     }
     if (!options.proxy.address.empty() && !sites)
         set->root.proxy = make_proxy_route(*set, options, nullptr, index, threads);
@@ -160,7 +180,7 @@ std::unique_ptr<ServingSet> make_serving_set(const ServerOptions& options,
                 error.insert(0, site.origin + ": ");
                 return nullptr;
             }
-            handlers.pool = pool_index(*set, backend_options(options, own, index, threads));
+            handlers.pool = fastcgi_group(*set, options, own, index, threads);
         }
         if (site.proxy || !options.proxy.address.empty())
             handlers.proxy = make_proxy_route(*set, options, site.proxy ? &*site.proxy : nullptr,
@@ -191,12 +211,15 @@ void adopt_pools(ServingSet& next, const ServingSet* previous, Reactor& reactor,
         if (!pool) pool = std::make_shared<fastcgi::UpstreamPool>(reactor, options, &gauges);
         next.pools.push_back(std::move(pool));
     }
+    make_groups(next.fastcgi_specs, next.pools, next.fastcgi_groups);
     adopt_proxy_pools(next, previous, reactor, proxy_gauges);
 }
 
 void close_unshared_pools(ServingSet& set) {
     // Requests hold their set, so a pool nobody else shares has no client: what
-    // is left are idle connections and abandoned responses being drained.
+    // is left are idle connections and abandoned responses being drained. The
+    // groups hold references too: let them go first.
+    set.fastcgi_groups.clear();
     for (auto& pool : set.pools)
         if (pool.use_count() == 1) pool->close_all();
     close_unshared_proxy_pools(set);

@@ -34,19 +34,22 @@ SiteHandlers::ProxyRoute make_proxy_route(ServingSet& set, const ServerOptions& 
     backend.idle_timeout_ms = global.idle_timeout_ms;
     backend.head_max = global.head_max;
     SiteHandlers::ProxyRoute route;
-    std::vector<size_t> members;
+    ServingSet::GroupSpec spec;
     std::vector<std::string> addresses{global.address};
     if (site) {
         addresses = site->addresses;
+        spec.balancing = site->balancing;
+        backend.max_fails = spec.balancing.max_fails;
+        backend.fail_timeout_ms = spec.balancing.fail_timeout_ms;
         route.paths = site->paths;
         route.host = site->host;
     }
     for (const std::string& address : addresses) {
         backend.address = *proxy::parse_backend_url(address); // checked with the options
-        members.push_back(proxy_pool_index(set, backend));
+        spec.members.push_back(proxy_pool_index(set, backend));
     }
-    route.group = set.proxy_group_members.size();
-    set.proxy_group_members.push_back(std::move(members));
+    route.group = set.proxy_specs.size();
+    set.proxy_specs.push_back(std::move(spec));
     return route;
 }
 
@@ -60,12 +63,7 @@ void adopt_proxy_pools(ServingSet& next, const ServingSet* previous, Reactor& re
         if (!pool) pool = std::make_shared<proxy::BackendPool>(reactor, options, gauges);
         next.proxy_pools.push_back(std::move(pool));
     }
-    next.proxy_groups.clear();
-    for (const std::vector<size_t>& members : next.proxy_group_members) {
-        proxy::BackendGroup& group = next.proxy_groups.emplace_back();
-        for (size_t member : members)
-            group.pools.push_back(next.proxy_pools[member]);
-    }
+    make_groups(next.proxy_specs, next.proxy_pools, next.proxy_groups);
 }
 
 void close_unshared_proxy_pools(ServingSet& set) {

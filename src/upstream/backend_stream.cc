@@ -4,6 +4,12 @@
 
 namespace lepus::upstream {
 
+BackendStream::BackendStream(Group& group, Exchange& exchange)
+    : group_(group), exchange_(exchange) {
+    group.key_of(exchange, key_);
+    pool_ = &group.pick(exchange.now_ms, key_);
+}
+
 BackendStream::~BackendStream() {
     BackendStream::release();
 }
@@ -14,10 +20,26 @@ void BackendStream::on_upstream_progress() {
     exchange_.listener->on_exchange_progress();
 }
 
-void BackendStream::acquire(bool upgrade) {
+void BackendStream::acquire() {
     if (acquired_) return;
     acquired_ = true;
-    pool_->acquire(*this, upgrade);
+    pool_->acquire(*this, wants_tunnel());
+}
+
+StreamState BackendStream::send() {
+    for (;;) {
+        acquire();
+        if (StreamState admitted = admission(); admitted != StreamState::Ready) return admitted;
+        Connection& connection = *this->connection();
+        if (!request_sent_) {
+            request_sent_ = true;
+            write_request(connection);
+        }
+        if (connection.failure() == Failure::None) connection.flush();
+        if (connection.failure() == Failure::None) return StreamState::Ready;
+        if (!fail_over()) return failed(connection.failure());
+        request_sent_ = false;
+    }
 }
 
 StreamState BackendStream::admission() {
@@ -44,7 +66,7 @@ StreamState BackendStream::admission() {
 }
 
 StreamState BackendStream::failed(Failure failure) {
-    return failed(failure == Failure::Timeout ? 504 : 502);
+    return failed(failure == Failure::Timeout || failure == Failure::ConnectTimeout ? 504 : 502);
 }
 
 StreamState BackendStream::failed(int status, std::string_view headers) {
@@ -54,11 +76,38 @@ StreamState BackendStream::failed(int status, std::string_view headers) {
     return StreamState::Failed;
 }
 
-void BackendStream::move_to(Pool& pool) {
-    if (Connection* connection = this->connection()) connection->release();
+bool is_idempotent(Method method) {
+    switch (method) {
+    case Method::Get:
+    case Method::Head:
+    case Method::Options:
+    case Method::Trace:
+    case Method::Put:
+    case Method::Delete:
+        return true;
+    default:
+        return false;
+    }
+}
+
+bool BackendStream::fail_over() {
+    Connection* connection = this->connection();
+    if (!connection || attempts_ >= group_.size()) return false;
+    Failure failure = connection->failure();
+    bool unsent = failure == Failure::Connect || failure == Failure::ConnectTimeout;
+    bool replay = failure == Failure::Closed && connection->request_intact() &&
+                  is_idempotent(exchange_.request->method);
+    if (!unsent && !replay) return false;
+    resend_complete_ = connection->request_complete();
+    resend_ = connection->take_request();
+    ++attempts_;
+    connection->release();
     pool_->release_tunnel_slot(*this);
-    pool_ = &pool;
+    pool_ = &group_.pick(exchange_.now_ms, key_, pool_);
     acquired_ = false;
+    log_info("%s: trying %s instead", pool_->names().protocol,
+             pool_->options().address.text.c_str());
+    return true;
 }
 
 std::span<const char> BackendStream::body() const {

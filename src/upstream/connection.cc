@@ -17,13 +17,6 @@
 #include <unistd.h>
 
 namespace lepus::upstream {
-namespace {
-
-// How long a backend that refused a connection is skipped (nginx's
-// fail_timeout=10s with max_fails=1).
-constexpr uint64_t kDownMs = 10000;
-
-} // namespace
 
 Connection::Connection(Pool& pool, Reactor& reactor)
     : pool_(pool), reactor_(reactor), timer_(this, &Connection::on_timer) {}
@@ -102,6 +95,13 @@ void Connection::begin(bool replayable) {
     wbuf_.clear();
     wsent_ = 0;
     replayable_ = replayable;
+}
+
+void Connection::begin_with(std::string bytes, bool replayable, bool complete) {
+    wbuf_ = std::move(bytes);
+    wsent_ = 0;
+    replayable_ = replayable;
+    request_done_ = complete;
 }
 
 void Connection::reserve_append(size_t n) {
@@ -210,6 +210,7 @@ void Connection::read_available() {
         if (n > 0) {
             rpos_ = 0;
             rend_ = size_t(n);
+            if (!received_) pool_.note_answer();
             received_ = true;
             if (replayable_) {
                 replayable_ = false;
@@ -277,9 +278,13 @@ void Connection::retry() {
 void Connection::fail(Failure failure, const char* reason) {
     if (failure_ != Failure::None) return;
     failure_ = failure;
-    if (failure == Failure::Connect) pool_.down_until_ms = reactor_.now_ms() + kDownMs;
     log_error("%s %s: %s%s", names().protocol, address().text.c_str(), reason,
               log_context().c_str());
+    // A backend that cannot be reached, or that closes before answering:
+    // passive health counts it (not a bad answer or a slow one).
+    if (failure == Failure::Connect || failure == Failure::ConnectTimeout ||
+        (failure == Failure::Closed && !received_))
+        pool_.note_failure(reason);
     close_socket();
     if (state_ == State::Draining) {
         state_ = State::Closed;
@@ -394,10 +399,9 @@ void Connection::on_timer(TimerEntry& entry) {
         self->fail(Failure::Timeout, "timed out while draining an abandoned response");
         return;
     case State::Connecting:
-        self->pool_.down_until_ms = reactor.now_ms() + kDownMs;
         std::snprintf(reason, sizeof reason, "no connection within %s",
                       self->names().connect_timeout_flag);
-        self->fail(Failure::Timeout, reason);
+        self->fail(Failure::ConnectTimeout, reason);
         if (!self->client_) return self->drop_spare();
         self->notify();
         return;

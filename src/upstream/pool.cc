@@ -3,12 +3,15 @@
 // tunnel slots of upgraded connections, and the gauges they publish.
 #include "upstream/pool.h"
 
+#include "log/error_log.h"
+
 #include <algorithm>
 #include <utility>
 
 namespace lepus::upstream {
 
 bool PoolOptions::operator==(const PoolOptions& other) const {
+    if (max_fails != other.max_fails || fail_timeout_ms != other.fail_timeout_ms) return false;
     return address.text == other.address.text && connections == other.connections &&
            tunnels == other.tunnels && queue_limit == other.queue_limit &&
            queue_timeout_ms == other.queue_timeout_ms &&
@@ -189,6 +192,35 @@ void Pool::on_tunnel_closed(Connection& connection) {
 void Pool::assign(Connection& connection, Client& client) {
     connection.attach(client);
     client.on_upstream_progress();
+}
+
+// nginx's max_fails within fail_timeout (ngx_http_upstream_free_round_robin_peer):
+// the window starts at the first failure; reaching max_fails in it takes the
+// backend out for fail_timeout. One error-log line when it goes out.
+void Pool::note_failure(const char* reason) {
+    uint64_t now = reactor_.now_ms();
+    if (failures_ == 0 || now - first_failure_ms_ > options_.fail_timeout_ms) {
+        failures_ = 0;
+        first_failure_ms_ = now;
+    }
+    if (++failures_ < std::max(1u, options_.max_fails)) return;
+    down_until_ms = now + options_.fail_timeout_ms;
+    failures_ = 0;
+    if (!out_)
+        log_error("%s %s: taken out for %llu ms after %u failure(s) within %llu ms, the last: %s",
+                  names_.protocol, options_.address.text.c_str(),
+                  static_cast<unsigned long long>(options_.fail_timeout_ms),
+                  std::max(1u, options_.max_fails),
+                  static_cast<unsigned long long>(options_.fail_timeout_ms), reason);
+    out_ = true;
+}
+
+void Pool::note_answer_slow() {
+    failures_ = 0;
+    if (!out_) return;
+    out_ = false;
+    down_until_ms = 0;
+    log_warn("%s %s: answers again, back in", names_.protocol, options_.address.text.c_str());
 }
 
 void Pool::arm_queue_timer() {

@@ -48,6 +48,11 @@ struct PoolOptions {
     uint64_t idle_timeout_ms = 30000;     // a pooled connection unused this long is closed
     bool keep_alive = true;               // connections return to an idle pool
     size_t head_max = size_t{16} * 1024;  // the proxy's: a larger response head is a 502
+    // Passive health (nginx's max_fails and fail_timeout): this many failures
+    // (no connection, or closed before an answer) within fail_timeout_ms take
+    // the backend out for fail_timeout_ms.
+    unsigned max_fails = 1;
+    uint64_t fail_timeout_ms = 10000;
 
     bool operator==(const PoolOptions& other) const;
 };
@@ -73,11 +78,12 @@ struct UpstreamGauges {
 // Why a request's backend exchange failed.
 enum class Failure : uint8_t {
     None,
-    Connect,    // cannot connect (refused, unreachable): 502, the backend is skipped a while
-    Protocol,   // malformed response (record, head, framing): 502
-    Closed,     // closed or reset before the response ended: 502 (or torn)
-    Timeout,    // connect or response timeout: 504
-    Overloaded, // the backend refused the request (FastCGI's END_REQUEST status): 502
+    Connect,        // cannot connect (refused, unreachable): 502, the backend is skipped a while
+    Protocol,       // malformed response (record, head, framing): 502
+    Closed,         // closed or reset before the response ended: 502 (or torn)
+    ConnectTimeout, // the connect did not complete in time: 504, the backend is skipped a while
+    Timeout,        // response timeout: 504
+    Overloaded,     // the backend refused the request (FastCGI's END_REQUEST status): 502
 };
 
 class Connection;
@@ -153,6 +159,9 @@ public:
         return std::move(wbuf_);
     }
     bool request_complete() const { return request_done_; }
+    // The send buffer still holds every byte of the request and no byte of
+    // the answer came: the request may go to another backend.
+    bool request_intact() const { return replayable_; }
 
     // The client is done with this connection (response consumed, failed, or
     // the client went away). A clean kept-alive connection returns to the
@@ -189,6 +198,9 @@ protected:
     // Starts a request in the send buffer. `replayable`: it may be sent again
     // on a new connection if a pooled one turns out dead (nothing came back).
     void begin(bool replayable);
+    // Starts a request with bytes another connection of the group could not
+    // send (its connect failed); `complete`: the whole request is there.
+    void begin_with(std::string bytes, bool replayable, bool complete);
     // Before appending `n` more request bytes: past kSendHighWater the request
     // is no longer kept whole for a replay.
     void reserve_append(size_t n);
@@ -283,8 +295,16 @@ public:
     // Tunnels open (a 101 came), which hold no pool connection.
     size_t tunnels() const { return tunnels_.size(); }
 
-    // Passive health: a backend that refused a connection is skipped until then.
+    // Passive health: a backend that failed max_fails times is skipped until then.
     uint64_t down_until_ms = 0;
+    // A connection to the backend failed (`reason` for the error log).
+    void note_failure(const char* reason);
+    // An answer came: the failures are forgotten, and a backend taken out is back.
+    void note_answer() {
+        if (failures_ != 0 || out_) note_answer_slow();
+    }
+    // Failures counted in the current window.
+    unsigned failures() const { return failures_; }
 
 protected:
     // A new connection of the protocol's kind, for this pool.
@@ -304,6 +324,7 @@ private:
     Client* pop_waiter();
     void arm_queue_timer();
     static void on_queue_timer(TimerEntry& entry);
+    void note_answer_slow();
     // Brings gauges_ up to date with this pool's counts (adds the differences).
     void publish_gauges();
     void add_to_gauges(uint64_t busy, uint64_t idle, uint64_t queued, uint64_t tunnels);
@@ -326,6 +347,9 @@ private:
     Client* queue_tail_ = nullptr;
     size_t queue_size_ = 0;
     OwnedTimerEntry<Pool> queue_timer_;
+    unsigned failures_ = 0;
+    uint64_t first_failure_ms_ = 0;
+    bool out_ = false; // taken out by note_failure, not yet answered since
 };
 
 } // namespace lepus::upstream

@@ -200,7 +200,9 @@ private:
             connection->send(line_);
         }
         if (connection->failure() != Failure::None) {
-            int status = connection->failure() == Failure::Timeout ? 504 : 502;
+            Failure failure = connection->failure();
+            int status =
+                failure == Failure::Timeout || failure == Failure::ConnectTimeout ? 504 : 502;
             connection->release();
             return finish(status);
         }
@@ -397,6 +399,31 @@ TEST_F(PoolTest, RefusedConnectionFailsAndMarksTheBackendDown) {
     request(pool, "a");
     EXPECT_EQ(status_of(0), 502);
     uint64_t down = 0;
+    on_reactor([&] { down = pool.down_until_ms; });
+    EXPECT_GT(down, 0u);
+}
+
+// Passive health: max_fails failures within fail_timeout take the backend
+// out, fewer do not; an answer forgets them.
+TEST_F(PoolTest, MaxFailsWithinFailTimeoutTakeTheBackendOut) {
+    int port = 0;
+    {
+        LineBackend closed;
+        port = std::stoi(closed.address().substr(10));
+    }
+    PoolOptions options = options_for("127.0.0.1:" + std::to_string(port));
+    options.max_fails = 3;
+    options.fail_timeout_ms = 60000;
+    LinePool& pool = make_pool(options);
+    uint64_t down = 0;
+    for (size_t i = 0; i < 2; ++i)
+        request(pool, "a");
+    EXPECT_EQ(status_of(0), 502);
+    EXPECT_EQ(status_of(1), 502);
+    on_reactor([&] { down = pool.down_until_ms; });
+    EXPECT_EQ(down, 0u); // two of three: still in
+    request(pool, "a");
+    EXPECT_EQ(status_of(2), 502);
     on_reactor([&] { down = pool.down_until_ms; });
     EXPECT_GT(down, 0u);
 }
