@@ -142,6 +142,25 @@ std::string UpstreamConnection::escaped_script() const {
     return escaped;
 }
 
+// An active health check: a GET of the script `path` under `root`, with the
+// variables php-fpm needs to find and run it.
+void UpstreamConnection::write_probe(std::string_view path, std::string_view root) {
+    ParamsWriter& params = begin_request(path);
+    std::string filename(root);
+    filename.append(path);
+    params.add("SCRIPT_FILENAME", filename);
+    params.add("SCRIPT_NAME", path);
+    params.add("REQUEST_URI", path);
+    params.add("DOCUMENT_ROOT", root);
+    params.add("REQUEST_METHOD", "GET");
+    params.add("QUERY_STRING", "");
+    params.add("SERVER_PROTOCOL", "HTTP/1.1");
+    params.add("GATEWAY_INTERFACE", "CGI/1.1");
+    params.add("HTTP_USER_AGENT", "lepus health check");
+    params.finish();
+    end_stdin();
+}
+
 std::string UpstreamConnection::log_context() const {
     if (script_.empty()) return {};
     return " (script \"" + escaped_script() + "\")";

@@ -58,6 +58,8 @@ private:
     void reset_response() override;
     void process_input() override;
     std::string log_context() const override;
+    void write_probe(std::string_view path, std::string_view root) override;
+    int response_status() const override { return parser_.status(); }
     void handle_record(const Record& record);
     void fail_bad_head();
     void log_stderr(std::string_view text);

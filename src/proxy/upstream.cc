@@ -101,6 +101,18 @@ void BackendConnection::process_input() {
     if (ended_ && rpos_ < rend_) reusable_ = false;
 }
 
+// An active health check: GET `path`, Host the backend's address.
+void BackendConnection::write_probe(std::string_view path, std::string_view) {
+    const std::string& address = this->address().text;
+    std::string head = "GET ";
+    head.append(path).append(" HTTP/1.1\r\nHost: ");
+    head.append(address.starts_with("unix:") ? std::string_view("localhost")
+                                             : std::string_view(address));
+    head.append("\r\nUser-Agent: lepus health check\r\nConnection: close\r\n\r\n");
+    begin_request(head, false, false);
+    end_body(false);
+}
+
 // De-frames body bytes of `data` into body_; false after a failure.
 bool BackendConnection::take_body(std::span<const char> data, size_t& used) {
     switch (framing_) {

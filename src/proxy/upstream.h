@@ -56,6 +56,8 @@ private:
     bool drainable() const override {
         return framing_ != BodyFraming::Close && wsent_ == wbuf_.size();
     }
+    void write_probe(std::string_view path, std::string_view root) override;
+    int response_status() const override { return head_.status(); }
     bool take_body(std::span<const char> data, size_t& used);
 
     ResponseHead head_;

@@ -113,6 +113,8 @@ public:
             parsed(value, name, upstream::parse_hash_key, balancing.key,
                    "\"client\", \"header:NAME\" or \"cookie:NAME\"");
             hash_key_set_ = true;
+        } else if (name == "health") {
+            health(value, balancing);
         } else if (name == "max_fails") {
             if (auto fails = count(value, name)) balancing.max_fails = *fails;
         } else if (name == "fail_timeout") {
@@ -127,6 +129,29 @@ public:
             return false;
         }
         return true;
+    }
+
+    // `health = { path = "/health", interval = "2s", fails = 2, passes = 2 }`.
+    void health(const toml::node& node, upstream::Balancing& balancing) {
+        const toml::table* table = node.as_table();
+        if (!table) return error(node, "'health' is a table such as { path = \"/health\" }");
+        balancing.health_interval_ms = 5000;
+        for (auto&& [key, value] : *table) {
+            std::string_view name = key.str();
+            if (name == "path") {
+                if (auto path = string(value, name)) balancing.health_path = *path;
+            } else if (name == "interval") {
+                if (auto ms = duration(value, name)) balancing.health_interval_ms = *ms;
+            } else if (name == "fails") {
+                if (auto fails = count(value, name)) balancing.health_fails = *fails;
+            } else if (name == "passes") {
+                if (auto passes = count(value, name)) balancing.health_passes = *passes;
+            } else {
+                error(value, "unknown key '" + std::string(name) + "' in health");
+            }
+        }
+        if (!balancing.health_path.starts_with('/'))
+            error(node, "health needs a 'path' starting with /");
     }
 
     void check_balancing(const toml::node& node, const std::string& table, size_t addresses,

@@ -43,7 +43,7 @@ fastcgi::UpstreamOptions backend_options(const ServerOptions& options, const Sit
 // The FastCGI group of a site (`site`: its own `fastcgi`, else the global
 // --fastcgi), its backends added to `set`: the index in set.fastcgi_specs.
 size_t fastcgi_group(ServingSet& set, const ServerOptions& options, const SiteFastCgi* site,
-                     unsigned index, unsigned threads) {
+                     const std::string& root, unsigned index, unsigned threads) {
     ServingSet::GroupSpec spec;
     std::vector<std::string> addresses{options.fastcgi};
     if (site) {
@@ -52,8 +52,8 @@ size_t fastcgi_group(ServingSet& set, const ServerOptions& options, const SiteFa
     }
     for (const std::string& address : addresses) {
         fastcgi::UpstreamOptions backend = backend_options(options, site, address, index, threads);
-        backend.max_fails = spec.balancing.max_fails;
-        backend.fail_timeout_ms = spec.balancing.fail_timeout_ms;
+        upstream::apply_health(spec.balancing, backend);
+        backend.health_root = root;
         spec.members.push_back(pool_index(set, std::move(backend)));
     }
     set.fastcgi_specs.push_back(std::move(spec));
@@ -138,7 +138,7 @@ std::unique_ptr<ServingSet> make_serving_set(const ServerOptions& options,
                                                options.dotfiles_allow, options.symlinks};
         set->root.scripts = fastcgi::ScriptResolver::create(scripts, error);
         if (!set->root.scripts) return nullptr;
-        set->root.pool = fastcgi_group(*set, options, nullptr, index, threads);
+        set->root.pool = fastcgi_group(*set, options, nullptr, options.root, index, threads);
     }
     if (!options.proxy.address.empty() && !sites)
         set->root.proxy = make_proxy_route(*set, options, nullptr, index, threads);
@@ -180,7 +180,7 @@ std::unique_ptr<ServingSet> make_serving_set(const ServerOptions& options,
                 error.insert(0, site.origin + ": ");
                 return nullptr;
             }
-            handlers.pool = fastcgi_group(*set, options, own, index, threads);
+            handlers.pool = fastcgi_group(*set, options, own, site.root, index, threads);
         }
         if (site.proxy || !options.proxy.address.empty())
             handlers.proxy = make_proxy_route(*set, options, site.proxy ? &*site.proxy : nullptr,

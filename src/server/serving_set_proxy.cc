@@ -39,8 +39,7 @@ SiteHandlers::ProxyRoute make_proxy_route(ServingSet& set, const ServerOptions& 
     if (site) {
         addresses = site->addresses;
         spec.balancing = site->balancing;
-        backend.max_fails = spec.balancing.max_fails;
-        backend.fail_timeout_ms = spec.balancing.fail_timeout_ms;
+        upstream::apply_health(spec.balancing, backend);
         route.paths = site->paths;
         route.host = site->host;
     }

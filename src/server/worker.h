@@ -74,9 +74,11 @@ public:
         return serving_;
     }
     // Any thread (SIGHUP; before the reactor runs, the first set): hands over a
-    // new set; the worker takes it at its next request.
+    // new set; the worker takes it at its next request, or at its next turn
+    // (its pools' active health checks start then, with or without traffic).
     void reload(std::unique_ptr<ServingSet> set) {
         delete pending_.exchange(set.release(), std::memory_order_acq_rel);
+        reactor_.post([this] { serving(); });
     }
     // Copies the open-file cache counters of every handler into stats().
     void publish_cache_stats();

@@ -210,7 +210,7 @@ void Connection::read_available() {
         if (n > 0) {
             rpos_ = 0;
             rend_ = size_t(n);
-            if (!received_) pool_.note_answer();
+            if (!received_ && !probe_) pool_.note_answer();
             received_ = true;
             if (replayable_) {
                 replayable_ = false;
@@ -278,6 +278,10 @@ void Connection::retry() {
 void Connection::fail(Failure failure, const char* reason) {
     if (failure_ != Failure::None) return;
     failure_ = failure;
+    close_socket();
+    // A failed health check is the check's to count and report (one line
+    // when the backend goes out, not one per interval).
+    if (probe_) return;
     log_error("%s %s: %s%s", names().protocol, address().text.c_str(), reason,
               log_context().c_str());
     // A backend that cannot be reached, or that closes before answering:
@@ -285,7 +289,6 @@ void Connection::fail(Failure failure, const char* reason) {
     if (failure == Failure::Connect || failure == Failure::ConnectTimeout ||
         (failure == Failure::Closed && !received_))
         pool_.note_failure(reason);
-    close_socket();
     if (state_ == State::Draining) {
         state_ = State::Closed;
         pool_.on_available(*this);
@@ -300,6 +303,11 @@ void Connection::release() {
     Client* client = client_;
     if (client) client->connection_ = nullptr;
     client_ = nullptr;
+    if (probe_) { // a health check's own connection: closed after each check
+        close_socket();
+        state_ = State::Closed;
+        return;
+    }
     if (detached_) {
         close_socket();
         state_ = State::Closed;

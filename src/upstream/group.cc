@@ -41,6 +41,15 @@ std::string_view cookie_value(std::string_view cookies, std::string_view name) {
 
 } // namespace
 
+void apply_health(const Balancing& balancing, PoolOptions& options) {
+    options.max_fails = balancing.max_fails;
+    options.fail_timeout_ms = balancing.fail_timeout_ms;
+    options.health_path = balancing.health_path;
+    options.health_interval_ms = balancing.health_interval_ms;
+    options.health_fails = balancing.health_fails;
+    options.health_passes = balancing.health_passes;
+}
+
 std::optional<Balance> parse_balance(std::string_view text) {
     if (text == "round_robin") return Balance::RoundRobin;
     if (text == "least_conn") return Balance::LeastConn;

@@ -40,7 +40,14 @@ struct Balancing {
     std::vector<unsigned> weights;
     unsigned max_fails = 1;
     uint64_t fail_timeout_ms = 10000;
+    // `health = { path, interval, fails, passes }` (PoolOptions' health_*).
+    std::string health_path;
+    uint64_t health_interval_ms = 0;
+    unsigned health_fails = 2, health_passes = 2;
 };
+
+// Copies the passive and active health settings of `balancing` into `options`.
+void apply_health(const Balancing& balancing, PoolOptions& options);
 
 // "round_robin", "least_conn" or "hash"; nullopt for anything else.
 std::optional<Balance> parse_balance(std::string_view text);

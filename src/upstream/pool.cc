@@ -6,12 +6,18 @@
 #include "log/error_log.h"
 
 #include <algorithm>
+#include <cstdint>
+#include <cstdio>
 #include <utility>
 
 namespace lepus::upstream {
 
 bool PoolOptions::operator==(const PoolOptions& other) const {
-    if (max_fails != other.max_fails || fail_timeout_ms != other.fail_timeout_ms) return false;
+    if (max_fails != other.max_fails || fail_timeout_ms != other.fail_timeout_ms ||
+        health_path != other.health_path || health_root != other.health_root ||
+        health_interval_ms != other.health_interval_ms || health_fails != other.health_fails ||
+        health_passes != other.health_passes)
+        return false;
     return address.text == other.address.text && connections == other.connections &&
            tunnels == other.tunnels && queue_limit == other.queue_limit &&
            queue_timeout_ms == other.queue_timeout_ms &&
@@ -24,8 +30,11 @@ bool PoolOptions::operator==(const PoolOptions& other) const {
 Pool::Pool(Reactor& reactor, PoolOptions options, UpstreamGauges* gauges,
            const ProtocolNames& names)
     : reactor_(reactor), options_(std::move(options)), gauges_(gauges), names_(names),
-      queue_timer_(this, &Pool::on_queue_timer) {
+      queue_timer_(this, &Pool::on_queue_timer), health_timer_(this, &Pool::on_health_timer) {
     options_.connections = std::max<size_t>(1, options_.connections);
+    // Made on the reactor's thread (adopt_pools): the first check one interval from now.
+    if (options_.health_interval_ms > 0)
+        reactor_.timers().schedule(health_timer_, reactor_.now_ms() + options_.health_interval_ms);
 }
 
 Pool::~Pool() {
@@ -45,6 +54,8 @@ void Pool::close_all() {
     for (auto& connection : connections_)
         closed_.push_back(connection.get());
     reactor_.timers().cancel(queue_timer_);
+    reactor_.timers().cancel(health_timer_);
+    if (probe_) probe_->close_socket();
     publish_gauges();
 }
 
@@ -204,7 +215,7 @@ void Pool::note_failure(const char* reason) {
         first_failure_ms_ = now;
     }
     if (++failures_ < std::max(1u, options_.max_fails)) return;
-    down_until_ms = now + options_.fail_timeout_ms;
+    if (!checked_out_) down_until_ms = now + options_.fail_timeout_ms;
     failures_ = 0;
     if (!out_)
         log_error("%s %s: taken out for %llu ms after %u failure(s) within %llu ms, the last: %s",
@@ -219,8 +230,60 @@ void Pool::note_answer_slow() {
     failures_ = 0;
     if (!out_) return;
     out_ = false;
-    down_until_ms = 0;
+    if (!checked_out_) down_until_ms = 0;
     log_warn("%s %s: answers again, back in", names_.protocol, options_.address.text.c_str());
+}
+
+// Active health: a check every interval on the probe connection; one still
+// unanswered when the next is due has failed.
+void Pool::on_health_timer(TimerEntry& entry) {
+    Pool* pool = &OwnedTimerEntry<Pool>::owner_of(entry);
+    if (pool->probe_client_.connection()) pool->probe_done(false, "no answer within the interval");
+    pool->start_probe();
+    pool->reactor_.timers().schedule(pool->health_timer_,
+                                     pool->reactor_.now_ms() + pool->options_.health_interval_ms);
+}
+
+void Pool::start_probe() {
+    if (!probe_) {
+        probe_ = make_connection();
+        probe_->probe_ = true;
+    }
+    probe_->attach(probe_client_);
+    probe_->write_probe(options_.health_path, options_.health_root);
+    probe_->flush();
+    on_probe_progress(); // a connect that failed at once
+}
+
+void Pool::on_probe_progress() {
+    Connection* probe = probe_client_.connection();
+    if (!probe) return;
+    if (probe->failure() != Failure::None) return probe_done(false, "no connection or no answer");
+    if (!probe->head_ready()) return;
+    int status = probe->response_status();
+    char why[48];
+    std::snprintf(why, sizeof why, "status %d", status);
+    probe_done(status >= 200 && status < 400, why);
+}
+
+void Pool::probe_done(bool passed, const char* why) {
+    if (Connection* probe = probe_client_.connection()) probe->release();
+    if (passed) {
+        check_fails_ = 0;
+        if (!checked_out_ || ++check_passes_ < std::max(1u, options_.health_passes)) return;
+        checked_out_ = false;
+        down_until_ms = 0;
+        log_warn("%s %s: health check passed %u time(s), back in", names_.protocol,
+                 options_.address.text.c_str(), std::max(1u, options_.health_passes));
+        return;
+    }
+    check_passes_ = 0;
+    if (checked_out_ || ++check_fails_ < std::max(1u, options_.health_fails)) return;
+    checked_out_ = true;
+    down_until_ms = UINT64_MAX;
+    log_error("%s %s: health check of %s failed %u time(s) (%s), taken out", names_.protocol,
+              options_.address.text.c_str(), options_.health_path.c_str(),
+              std::max(1u, options_.health_fails), why);
 }
 
 void Pool::arm_queue_timer() {

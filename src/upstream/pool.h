@@ -53,6 +53,15 @@ struct PoolOptions {
     // the backend out for fail_timeout_ms.
     unsigned max_fails = 1;
     uint64_t fail_timeout_ms = 10000;
+    // Active health (`health = { path, interval, fails, passes }`): every
+    // health_interval_ms (0: none) a request for health_path (FastCGI: that
+    // script under health_root) on a connection of its own; an answer
+    // outside 2xx/3xx, or none within the interval, fails. health_fails
+    // failed checks in a row take the backend out, health_passes passed ones
+    // bring it back.
+    std::string health_path, health_root;
+    uint64_t health_interval_ms = 0;
+    unsigned health_fails = 2, health_passes = 2;
 
     bool operator==(const PoolOptions& other) const;
 };
@@ -194,6 +203,11 @@ protected:
     virtual bool drainable() const { return true; }
     // Appended to failure lines in the error log (FastCGI: the script).
     virtual std::string log_context() const { return {}; }
+    // Writes the whole request of an active health check for `path`
+    // (`root`: the folder a FastCGI script is in).
+    virtual void write_probe(std::string_view path, std::string_view root) = 0;
+    // The answer's status, once head_ready().
+    virtual int response_status() const = 0;
 
     // Starts a request in the send buffer. `replayable`: it may be sent again
     // on a new connection if a pooled one turns out dead (nothing came back).
@@ -257,6 +271,7 @@ private:
     bool replayable_ = false; // wbuf_ still holds every byte of a replayable request
     bool received_ = false;   // any byte of the response arrived
     bool retried_ = false;
+    bool probe_ = false; // an active health check's: never in the pool's lists
 };
 
 class Pool {
@@ -305,6 +320,8 @@ public:
     }
     // Failures counted in the current window.
     unsigned failures() const { return failures_; }
+    // Out by the active health check (until enough checks pass).
+    bool checked_out() const { return checked_out_; }
 
 protected:
     // A new connection of the protocol's kind, for this pool.
@@ -325,6 +342,19 @@ private:
     void arm_queue_timer();
     static void on_queue_timer(TimerEntry& entry);
     void note_answer_slow();
+    // --- active health ---
+    class ProbeClient final : public Client {
+    public:
+        explicit ProbeClient(Pool& pool) : pool_(pool) {}
+        void on_upstream_progress() override { pool_.on_probe_progress(); }
+
+    private:
+        Pool& pool_;
+    };
+    static void on_health_timer(TimerEntry& entry);
+    void start_probe();
+    void on_probe_progress();
+    void probe_done(bool passed, const char* why);
     // Brings gauges_ up to date with this pool's counts (adds the differences).
     void publish_gauges();
     void add_to_gauges(uint64_t busy, uint64_t idle, uint64_t queued, uint64_t tunnels);
@@ -349,7 +379,12 @@ private:
     OwnedTimerEntry<Pool> queue_timer_;
     unsigned failures_ = 0;
     uint64_t first_failure_ms_ = 0;
-    bool out_ = false; // taken out by note_failure, not yet answered since
+    bool out_ = false;                  // taken out by note_failure, not yet answered since
+    std::unique_ptr<Connection> probe_; // made at the first check, reused
+    ProbeClient probe_client_{*this};
+    OwnedTimerEntry<Pool> health_timer_;
+    unsigned check_fails_ = 0, check_passes_ = 0;
+    bool checked_out_ = false;
 };
 
 } // namespace lepus::upstream

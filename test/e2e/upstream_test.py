@@ -41,7 +41,12 @@ class NamedHandler(http.server.BaseHTTPRequestHandler):
     def do_GET(self):
         time.sleep(self.server.delay)
         body = self.server.name.encode()
-        self.send_response(200)
+        if self.path == "/health":
+            with self.server.lock:
+                self.server.checks += 1
+            self.send_response(200 if self.server.healthy else 503)
+        else:
+            self.send_response(200)
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
         self.wfile.write(body)
@@ -53,6 +58,7 @@ class NamedBackend(socketserver.ThreadingMixIn, http.server.HTTPServer):
 
     def __init__(self, name, delay=0.0):
         self.name, self.delay = name, delay
+        self.healthy, self.checks, self.lock = True, 0, threading.Lock()
         http.server.HTTPServer.__init__(self, ("127.0.0.1", 0), NamedHandler)
         self.address = "http://127.0.0.1:%d" % self.server_address[1]
         threading.Thread(target=self.serve_forever, daemon=True).start()
@@ -197,6 +203,28 @@ class FastCgiBackends(unittest.TestCase):
         wait_for_log(self, server, "FastCGI: trying %s instead" % fpm.address)
 
 
+    # Active checks of php-fpm (a FastCGI request for /health.php every
+    # 100 ms): one php-fpm stopped is taken out after two failed checks, the
+    # other answers everything; started again, it passes two and is back.
+    def test_active_health_checks_of_php_fpm(self):
+        a, b = php_pools(self, 2)
+        config, root = site_config(
+            self, 'fastcgi = { address = ["%s", "%s"], health = { path = "/health.php", '
+            'interval = "100ms", fails = 2, passes = 2 } }' % (a.address, b.address))
+        shutil.copy(os.path.join(PHP_DIR, "backend_pid.php"), root)
+        with open(os.path.join(root, "health.php"), "w") as f:
+            f.write("<?php echo 'ok';\n")
+        server = start(self, config)
+        a.stop()
+        wait_for_log(self, server, "health check of /health.php failed 2 time(s)")
+        answers = [server.fetch("/backend_pid.php") for _ in range(6)]
+        self.assertEqual({(r.status, int(r.body)) for r in answers}, {(200, b.proc.pid)})
+        a.start()
+        wait_for_log(self, server, "%s: health check passed 2 time(s), back in" % a.address)
+        pids = {int(server.fetch("/backend_pid.php").body) for _ in range(4)}
+        self.assertIn(a.proc.pid, pids)
+
+
 class ProxyBalancing(unittest.TestCase):
     def backends(self, *specs):
         out = []
@@ -248,6 +276,25 @@ class ProxyBalancing(unittest.TestCase):
         print("%d requests, %d failed" % (len(statuses), len(failed)), file=sys.stderr)
         self.assertGreater(len(statuses), 20)
         self.assertEqual(failed, [])
+
+    # Active checks (GET /health every 100 ms): backend a starts failing its
+    # check; after two failed checks it is taken out, before any client
+    # request went wrong, and every request goes to b; once it passes two
+    # checks again it is back and gets requests.
+    def test_active_health_checks_take_a_backend_out_and_bring_it_back(self):
+        a, b = self.backends(("a", 0), ("b", 0))
+        config, _ = site_config(
+            self, 'proxy = { address = ["%s", "%s"], health = { path = "/health", '
+            'interval = "100ms", fails = 2, passes = 2 } }' % (a.address, b.address))
+        server = start(self, config)
+        self.assertEqual({server.fetch("/x").body for _ in range(4)}, {b"a", b"b"})
+        a.healthy = False
+        wait_for_log(self, server, "health check of /health failed 2 time(s) (status 503), taken out")
+        self.assertEqual({server.fetch("/x").body for _ in range(6)}, {b"b"})
+        a.healthy = True
+        wait_for_log(self, server, "health check passed 2 time(s), back in")
+        self.assertIn(b"a", {server.fetch("/x").body for _ in range(4)})
+        self.assertGreater(b.checks, 0)
 
     # One backend takes 0.3 s a request, the other answers at once; eight
     # clients at a time. Round robin would give each half; least connections

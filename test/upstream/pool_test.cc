@@ -38,6 +38,8 @@ public:
     }
 
 private:
+    void write_probe(std::string_view path, std::string_view) override { send(std::string(path)); }
+    int response_status() const override { return body_.starts_with("ok:") ? 200 : 500; }
     void reset_response() override {}
     void process_input() override {
         std::string_view input(rbuf_.get() + rpos_, rend_ - rpos_);
