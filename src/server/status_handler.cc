@@ -38,11 +38,15 @@ StatusSnapshot take_snapshot(Worker& worker, const ServingSet& serving, uint64_t
         r.fastcgi_busy = gauges.busy.load(std::memory_order_relaxed);
         r.fastcgi_idle = gauges.idle.load(std::memory_order_relaxed);
         r.fastcgi_queued = gauges.queued.load(std::memory_order_relaxed);
+        r.fastcgi_down = gauges.down.load(std::memory_order_relaxed);
+        r.fastcgi_failures = gauges.failures.load(std::memory_order_relaxed);
         upstream::UpstreamGauges& proxy = each->proxy_gauges();
         r.proxy_busy = proxy.busy.load(std::memory_order_relaxed);
         r.proxy_idle = proxy.idle.load(std::memory_order_relaxed);
         r.proxy_queued = proxy.queued.load(std::memory_order_relaxed);
         r.proxy_tunnels = proxy.tunnels.load(std::memory_order_relaxed);
+        r.proxy_down = proxy.down.load(std::memory_order_relaxed);
+        r.proxy_failures = proxy.failures.load(std::memory_order_relaxed);
         TlsCounters& tls = tls_counters(each->reactor().index());
         r.tls_connections = tls.connections.load(std::memory_order_relaxed);
         r.tls_handshakes = tls.handshakes.load(std::memory_order_relaxed);

@@ -40,6 +40,9 @@ Pool::Pool(Reactor& reactor, PoolOptions options, UpstreamGauges* gauges,
 Pool::~Pool() {
     // Unsigned wrap-around turns these additions into subtractions.
     add_to_gauges(-published_busy_, -published_idle_, -published_queued_, -published_tunnels_);
+    if (gauges_ && published_down_)
+        gauges_->down.store(gauges_->down.load(std::memory_order_relaxed) - 1,
+                            std::memory_order_relaxed);
 }
 
 void Pool::close_all() {
@@ -68,6 +71,17 @@ void Pool::add_to_gauges(uint64_t busy, uint64_t idle, uint64_t queued, uint64_t
     add(gauges_->idle, idle);
     add(gauges_->queued, queued);
     add(gauges_->tunnels, tunnels);
+}
+
+void Pool::publish_health(bool failed) {
+    if (!gauges_) return;
+    auto add = [](std::atomic<uint64_t>& gauge, uint64_t delta) {
+        gauge.store(gauge.load(std::memory_order_relaxed) + delta, std::memory_order_relaxed);
+    };
+    if (failed) add(gauges_->failures, 1);
+    bool down = out_ || checked_out_;
+    if (down != published_down_) add(gauges_->down, down ? 1 : uint64_t(-1));
+    published_down_ = down;
 }
 
 void Pool::publish_gauges() {
@@ -210,6 +224,7 @@ void Pool::assign(Connection& connection, Client& client) {
 // backend out for fail_timeout. One error-log line when it goes out.
 void Pool::note_failure(const char* reason) {
     uint64_t now = reactor_.now_ms();
+    publish_health(true);
     if (failures_ == 0 || now - first_failure_ms_ > options_.fail_timeout_ms) {
         failures_ = 0;
         first_failure_ms_ = now;
@@ -224,6 +239,7 @@ void Pool::note_failure(const char* reason) {
                   std::max(1u, options_.max_fails),
                   static_cast<unsigned long long>(options_.fail_timeout_ms), reason);
     out_ = true;
+    publish_health(false);
 }
 
 void Pool::note_answer_slow() {
@@ -231,6 +247,7 @@ void Pool::note_answer_slow() {
     if (!out_) return;
     out_ = false;
     if (!checked_out_) down_until_ms = 0;
+    publish_health(false);
     log_warn("%s %s: answers again, back in", names_.protocol, options_.address.text.c_str());
 }
 
@@ -273,14 +290,17 @@ void Pool::probe_done(bool passed, const char* why) {
         if (!checked_out_ || ++check_passes_ < std::max(1u, options_.health_passes)) return;
         checked_out_ = false;
         down_until_ms = 0;
+        publish_health(false);
         log_warn("%s %s: health check passed %u time(s), back in", names_.protocol,
                  options_.address.text.c_str(), std::max(1u, options_.health_passes));
         return;
     }
     check_passes_ = 0;
+    publish_health(true);
     if (checked_out_ || ++check_fails_ < std::max(1u, options_.health_fails)) return;
     checked_out_ = true;
     down_until_ms = UINT64_MAX;
+    publish_health(false);
     log_error("%s %s: health check of %s failed %u time(s) (%s), taken out", names_.protocol,
               options_.address.text.c_str(), options_.health_path.c_str(),
               std::max(1u, options_.health_fails), why);

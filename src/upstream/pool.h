@@ -78,10 +78,12 @@ struct ProtocolNames {
 // gauges. Written by the reactor thread only (load + store, no locked
 // instruction), read by any thread.
 struct UpstreamGauges {
-    std::atomic<uint64_t> busy{0};    // connections serving or draining a request
-    std::atomic<uint64_t> idle{0};    // open connections waiting in the pool
-    std::atomic<uint64_t> queued{0};  // requests waiting for a connection
-    std::atomic<uint64_t> tunnels{0}; // backend connections a 101 made tunnels
+    std::atomic<uint64_t> busy{0};     // connections serving or draining a request
+    std::atomic<uint64_t> idle{0};     // open connections waiting in the pool
+    std::atomic<uint64_t> queued{0};   // requests waiting for a connection
+    std::atomic<uint64_t> tunnels{0};  // backend connections a 101 made tunnels
+    std::atomic<uint64_t> down{0};     // backends taken out (max_fails, or their health checks)
+    std::atomic<uint64_t> failures{0}; // failed connections and health checks, since start
 };
 
 // Why a request's backend exchange failed.
@@ -358,6 +360,8 @@ private:
     // Brings gauges_ up to date with this pool's counts (adds the differences).
     void publish_gauges();
     void add_to_gauges(uint64_t busy, uint64_t idle, uint64_t queued, uint64_t tunnels);
+    // A failure counted, and the backend's state (out or in) brought up to date.
+    void publish_health(bool failed);
 
     Reactor& reactor_;
     PoolOptions options_;
@@ -365,6 +369,7 @@ private:
     const ProtocolNames& names_;
     uint64_t published_busy_ = 0, published_idle_ = 0, published_queued_ = 0;
     uint64_t published_tunnels_ = 0;
+    bool published_down_ = false;
     // Made on first use, up to options_.connections.
     std::vector<std::unique_ptr<Connection>> connections_;
     // Connections a 101 turned into tunnels: out of connections_, so the pool

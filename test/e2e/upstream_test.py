@@ -10,6 +10,7 @@ moves only the added backend's share of the keys.
 """
 import concurrent.futures
 import http.server
+import json
 import os
 import shutil
 import socket
@@ -126,8 +127,8 @@ def site_config(test, lines, top=""):
     return path, root
 
 
-def start(test, config):
-    server = harness.Lepus(["--config", config])
+def start(test, config, *args):
+    server = harness.Lepus(["--config", config] + list(args))
     test.addCleanup(server.stop, test)
     return server
 
@@ -286,14 +287,23 @@ class ProxyBalancing(unittest.TestCase):
         config, _ = site_config(
             self, 'proxy = { address = ["%s", "%s"], health = { path = "/health", '
             'interval = "100ms", fails = 2, passes = 2 } }' % (a.address, b.address))
-        server = start(self, config)
+        server = start(self, config, "--status-path", "/_status")
+
+        def proxy_status(name):
+            reactors = json.loads(server.fetch("/_status").body)["reactors"]
+            return sum(r["proxy_backends"][name] for r in reactors)
+
         self.assertEqual({server.fetch("/x").body for _ in range(4)}, {b"a", b"b"})
+        self.assertEqual(proxy_status("down"), 0)
         a.healthy = False
         wait_for_log(self, server, "health check of /health failed 2 time(s) (status 503), taken out")
         self.assertEqual({server.fetch("/x").body for _ in range(6)}, {b"b"})
+        self.assertEqual(proxy_status("down"), 1)
+        self.assertGreaterEqual(proxy_status("failures"), 2)
         a.healthy = True
         wait_for_log(self, server, "health check passed 2 time(s), back in")
         self.assertIn(b"a", {server.fetch("/x").body for _ in range(4)})
+        self.assertEqual(proxy_status("down"), 0)
         self.assertGreater(b.checks, 0)
 
     # One backend takes 0.3 s a request, the other answers at once; eight
