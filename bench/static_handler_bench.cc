@@ -37,12 +37,14 @@ void run(benchmark::State& state, std::string_view path, std::string_view if_non
     request.path = path;
     request.if_none_match = if_none_match;
     Response out;
+    std::string head; // the head as the HTTP/1.1 engine writes it, as part of the cost
     uint64_t now_ms = 1;
     for (auto _ : state) {
-        handler->handle(request, true, 1700000000, now_ms, out); // within revalidation interval
-        benchmark::DoNotOptimize(out.head.data());
+        handler->handle(request, true, now_ms, out); // within revalidation interval
+        write_http1_head(out.head, 1700000000, true, 1, head);
+        benchmark::DoNotOptimize(head.data());
     }
-    state.counters["status"] = out.status;
+    state.counters["status"] = out.head.status;
 }
 
 void BM_HitSmallFile(benchmark::State& state) {
@@ -61,15 +63,16 @@ void BM_NotModified(benchmark::State& state) {
     Request request;
     request.path = "/index.html";
     Response out;
-    handler->handle(request, true, 1700000000, 1, out);
-    size_t start = out.head.find("ETag: ") + 6;
-    std::string etag = out.head.substr(start, out.head.find("\r\n", start) - start);
+    handler->handle(request, true, 1, out);
+    std::string etag(out.head.get("ETag").value_or(""));
     request.if_none_match = etag;
+    std::string head;
     for (auto _ : state) {
-        handler->handle(request, true, 1700000000, 1, out);
-        benchmark::DoNotOptimize(out.head.data());
+        handler->handle(request, true, 1, out);
+        write_http1_head(out.head, 1700000000, true, 1, head);
+        benchmark::DoNotOptimize(head.data());
     }
-    state.counters["status"] = out.status;
+    state.counters["status"] = out.head.status;
 }
 void BM_NotFound(benchmark::State& state) {
     run(state, "/missing.html");

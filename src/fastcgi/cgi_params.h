@@ -12,9 +12,23 @@
 #include <cstdint>
 #include <optional>
 #include <span>
+#include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 namespace lepus::fastcgi {
+
+// A variable the configuration adds or overrides (nginx's fastcgi_param):
+// --fastcgi-param NAME=VALUE, `fastcgi_params = { NAME = "VALUE" }`.
+using CgiParam = std::pair<std::string, std::string>;
+
+// What is wrong with a parameter name (letters, digits and '_'), or empty.
+std::string cgi_param_name_error(std::string_view name);
+
+// `params` with `overrides` applied in order: a name already there takes the
+// new value, a new name is appended (a site's on top of the global ones).
+void merge_cgi_params(std::vector<CgiParam>& params, std::span<const CgiParam> overrides);
 
 // Everything the variables are made from. Views must outlive append_cgi_params().
 struct CgiContext {
@@ -37,6 +51,9 @@ struct CgiContext {
     // The user HTTP basic auth let in: REMOTE_USER, with AUTH_TYPE=Basic
     // (RFC 3875 §4.1.1, §4.1.11, as Apache sets them); left out when empty.
     std::string_view remote_user = {};
+    // The configured parameters: each replaces the variable of its name that
+    // lepus would send, or is added after them (before the HTTP_* headers).
+    std::span<const CgiParam> extra_params = {};
 };
 
 // "lepus/0.1.0": SERVER_SOFTWARE.

@@ -1,6 +1,7 @@
 #include "fastcgi/fastcgi_exchange.h"
 
 #include "fastcgi/cgi_params.h"
+#include "http/exchange_log.h"
 #include "log/error_log.h"
 
 #include <algorithm>
@@ -11,7 +12,8 @@ FastCgiExchange::FastCgiExchange(upstream::Group& group, Exchange& exchange,
                                  const ScriptTarget& target)
     : BackendStream(group, exchange), document_root_(target.document_root),
       script_name_(target.script_name), path_info_(target.path_info),
-      script_filename_(target.script_filename), server_name_(target.server_name) {
+      script_filename_(target.script_filename), server_name_(target.server_name),
+      extra_params_(target.extra_params) {
     if (target.rewritten) {
         rewritten_path_.assign(target.rewritten_path);
         rewritten_query_.assign(target.rewritten_query);
@@ -28,6 +30,14 @@ FastCgiExchange::FastCgiExchange(upstream::Group& group, Exchange& exchange,
         drop_body_ = true;
     }
     length_known_ = !request().chunked;
+    log_context = {&FastCgiExchange::append_log_context, this};
+}
+
+// The pool is read when a line is written: after a fail-over it names the new php-fpm.
+void FastCgiExchange::append_log_context(const void* self, std::string& out) {
+    const auto& exchange = *static_cast<const FastCgiExchange*>(self);
+    append_exchange_context(exchange.exchange_, exchange.server_name_,
+                            exchange.pool_->options().address.text, out);
 }
 
 size_t FastCgiExchange::offer_body(std::span<const char> data) {
@@ -99,7 +109,8 @@ void FastCgiExchange::write_request(upstream::Connection& backend) {
                        .https = connection.secure,
                        .ssl_protocol = connection.tls_protocol,
                        .ssl_cipher = connection.tls_cipher,
-                       .remote_user = exchange_.remote_user};
+                       .remote_user = exchange_.remote_user,
+                       .extra_params = extra_params_};
     ParamsWriter& params = upstream.begin_request(script_name_);
     append_cgi_params(params, context);
     params.finish();

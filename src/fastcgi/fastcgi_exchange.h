@@ -25,6 +25,7 @@
 // Broken (the engine closes the client connection).
 #pragma once
 
+#include "fastcgi/cgi_params.h"
 #include "fastcgi/upstream.h"
 #include "upstream/backend_stream.h"
 
@@ -51,6 +52,9 @@ struct ScriptTarget {
     // client's target).
     bool rewritten = false;
     std::string_view rewritten_path = {}, rewritten_query = {};
+    // The configured FastCGI parameters (cgi_params.h); they must outlive the
+    // exchange (the site's serving set, which the request holds, owns them).
+    std::span<const CgiParam> extra_params = {};
 };
 
 class FastCgiExchange final : public upstream::BackendStream {
@@ -66,6 +70,8 @@ public:
 private:
     UpstreamConnection* upstream() const { return static_cast<UpstreamConnection*>(connection()); }
     void write_request(upstream::Connection& backend) override;
+    // The error log's context of this request (http/exchange_log.h), for log_context.
+    static void append_log_context(const void* self, std::string& out);
 
     const Request& request() const { return redirected_ ? *redirected_ : *exchange_.request; }
 
@@ -75,6 +81,7 @@ private:
     std::string rewritten_path_, rewritten_query_; // what redirected_ names after try_files
     bool drop_body_ = false;                       // an error page's GET
     std::string document_root_, script_name_, path_info_, script_filename_, server_name_;
+    std::span<const CgiParam> extra_params_;
     // A body of unknown length (chunked), kept until it is complete.
     std::string whole_body_;
     bool length_known_ = true;

@@ -109,6 +109,7 @@ void UpstreamConnection::handle_record(const Record& record) {
 // logged as two lines; php-fpm sends whole lines in practice.
 void UpstreamConnection::log_stderr(std::string_view text) {
     if (!log_enabled(LogLevel::Warn)) return;
+    ScopedLogContext context(client_ ? client_->log_context : LogContext{});
     std::string script = escaped_script(), escaped;
     while (!text.empty()) {
         size_t newline = text.find('\n');

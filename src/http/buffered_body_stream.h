@@ -49,8 +49,8 @@ public:
     void consume(size_t bytes) override { inner_->consume(bytes); }
     bool ended() const override { return inner_->ended(); }
     int error_status() const override { return inner_ ? inner_->error_status() : 500; }
-    std::string_view error_headers() const override {
-        return inner_ ? inner_->error_headers() : std::string_view();
+    std::span<const Header> error_fields() const override {
+        return inner_ ? inner_->error_fields() : std::span<const Header>();
     }
     void release() override;
 

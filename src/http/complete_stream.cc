@@ -1,10 +1,8 @@
 #include "http/complete_stream.h"
 
-#include "base/ascii.h"
 #include "log/error_log.h"
 
 #include <cerrno>
-#include <charconv>
 #include <unistd.h>
 
 namespace lepus {
@@ -21,7 +19,6 @@ CompleteStream::CompleteStream(Response& response, bool head_only) {
     bool in_owned = !response.body.empty() && response.body.data() >= owned.data() &&
                     response.body.data() < owned.data() + owned.size();
     size_t owned_offset = in_owned ? size_t(response.body.data() - owned.data()) : 0;
-    response_.status = response.status;
     response_.head = std::move(response.head);
     response_.owned_body = std::move(response.owned_body);
     response_.body =
@@ -33,28 +30,12 @@ CompleteStream::CompleteStream(Response& response, bool head_only) {
     response_.file_length = response.file_length;
     response.reset();
 
-    head_.status = response_.status;
-    // The head as built: "HTTP/1.1 200 OK\r\n" then "Name: value\r\n" lines.
-    std::string_view head = response_.head;
-    size_t line_end = head.find("\r\n");
-    while (line_end != std::string_view::npos) {
-        size_t start = line_end + 2;
-        line_end = head.find("\r\n", start);
-        if (line_end == std::string_view::npos || line_end == start) break;
-        std::string_view line = head.substr(start, line_end - start);
-        size_t colon = line.find(':');
-        if (colon == std::string_view::npos) continue;
-        Header header{line.substr(0, colon), trim_ows(line.substr(colon + 1))};
-        if (ascii_iequals(header.name, "Content-Length")) {
-            uint64_t length = 0;
-            std::string_view digits = header.value;
-            auto [end, error] =
-                std::from_chars(digits.data(), digits.data() + digits.size(), length);
-            if (error == std::errc()) head_.content_length = length;
-            continue;
-        }
-        headers_.push_back(header);
-    }
+    head_.status = response_.head.status;
+    head_.content_length = response_.head.content_length;
+    // Views into response_.head, which no longer changes.
+    response_.head.for_each([&](std::string_view name, std::string_view value) {
+        headers_.push_back(Header{name, value});
+    });
     head_.headers = headers_;
     if (!head_only) {
         memory_ = response_.body;

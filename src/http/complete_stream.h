@@ -3,8 +3,9 @@
 // stream before it knew the answer (a request waiting for its basic-auth
 // verdict: server/auth_stream.h) and then got a static file, a redirect or
 // an error page. The engine frames it like any stream: the head's fields
-// are passed on (its own Date, Server, Connection and Content-Length are
-// written again by the engine), the memory body first, then the file read
+// are passed on as they are (no text to read again: Date, Server and
+// Connection are the engine's, Content-Length a member), the memory body
+// first, then the file read
 // in chunks with pread (no sendfile: only the first request of a credential
 // takes this path). A request body is read and dropped, as the engine does
 // for a complete answer.
@@ -30,7 +31,7 @@ public:
     void consume(size_t bytes) override;
     bool ended() const override;
     int error_status() const override { return 500; }
-    std::string_view error_headers() const override { return {}; }
+    std::span<const Header> error_fields() const override { return {}; }
     void release() override {}
 
 private:

@@ -43,7 +43,7 @@ public:
     void consume(size_t bytes) override;
     bool ended() const override;
     int error_status() const override { return inner_->error_status(); }
-    std::string_view error_headers() const override { return inner_->error_headers(); }
+    std::span<const Header> error_fields() const override { return inner_->error_fields(); }
     void release() override { inner_->release(); }
 
     // Compressed bytes held for the client before the inner stream is read on.

@@ -97,6 +97,10 @@ inline bool stream_stopped(StreamState state) {
            state == StreamState::Redirect;
 }
 
+// The field a backend stream's 503 carries when its queue is full (the
+// client may try again in a second): ResponseStream::error_fields.
+inline constexpr Header kRetryAfter[] = {{"Retry-After", "1"}};
+
 // A response produced over time by a backend. All of its work happens inside
 // these calls, made by the engine while the request's views are valid; the
 // backend only wakes the engine through the ExchangeListener.
@@ -118,10 +122,10 @@ public:
     virtual void consume(size_t bytes) = 0;
     // No body bytes will follow what body() holds.
     virtual bool ended() const = 0;
-    // After Failed: the status to answer (502, 503, 504) and header lines
-    // to add ("Retry-After: 1\r\n").
+    // After Failed: the status to answer (502, 503, 504) and fields to add
+    // (Retry-After).
     virtual int error_status() const = 0;
-    virtual std::string_view error_headers() const = 0;
+    virtual std::span<const Header> error_fields() const = 0;
     // The engine is done with the stream (complete, failed, or the client
     // left): the backend connection goes back to its pool or is drained.
     virtual void release() = 0;
@@ -162,6 +166,11 @@ struct Exchange {
     uint64_t now_ms = 0;
     // The engine's decision for the connection; a handler may clear it.
     bool keep_alive = true;
+    // The layer above set a stream that takes the request body as it arrives
+    // and holds a backend connection meanwhile (request_buffering = false):
+    // the engine holds the client to Http1Options::min_body_rate, not only to
+    // the body timeout's silence (issue 32).
+    bool body_holds_backend = false;
 
     // A complete answer, or the error answer after fail().
     Response response;
@@ -170,9 +179,9 @@ struct Exchange {
     // Status of a streamed response, when it must not be the backend's: the
     // original status of an error page served by a script.
     int stream_status = 0;
-    // Header lines the layer above adds to a streamed response's head (for a
+    // Fields the layer above adds to a streamed response's head (for a
     // complete one it adds them to response.head itself).
-    std::string stream_headers;
+    ResponseHead stream_fields;
 
     // What the layer above keeps for this exchange from start() to finish()
     // (its site, where its routing stands: server/route_state.h); engines only
@@ -195,7 +204,8 @@ public:
     // After start(), the engine must answer `status` itself (413, a bad chunked
     // body, a stream that failed before its head): fill exchange.response with
     // the error (the site's error page applies), or set exchange.stream again.
-    virtual void fail(Exchange& exchange, int status, std::string_view extra_headers) = 0;
+    // `extra`: fields the answer carries (a failed stream's Retry-After), or null.
+    virtual void fail(Exchange& exchange, int status, const ResponseHead* extra) = 0;
     // A stream reported Redirect before its head: answer again, as fail() does
     // (a complete response, or another stream), from what the stream left in
     // the layer above's route state.

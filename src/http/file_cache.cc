@@ -71,12 +71,13 @@ int load_file_variant(UniqueFd fd, const struct stat& st, std::string_view conte
     out.etag.assign(etag, size_t(length));
 
     out.headers.clear();
-    out.headers.append("Content-Type: ").append(content_type).append("\r\n");
-    if (!encoding.empty()) out.headers.append("Content-Encoding: ").append(encoding).append("\r\n");
-    if (vary) out.headers.append("Vary: Accept-Encoding\r\n");
-    out.headers.append("Last-Modified: ").append(out.last_modified_text()).append("\r\n");
-    out.headers.append("ETag: ").append(out.etag).append("\r\n");
-    out.headers.append("Accept-Ranges: bytes\r\n");
+    out.header_fields.clear();
+    out.add_header("Content-Type", content_type);
+    if (!encoding.empty()) out.add_header("Content-Encoding", encoding);
+    if (vary) out.add_header("Vary", "Accept-Encoding");
+    out.add_header("Last-Modified", out.last_modified_text());
+    out.add_header("ETag", out.etag);
+    out.add_header("Accept-Ranges", "bytes");
 
     out.in_memory = out.size < small_file_limit;
     if (out.in_memory) {
@@ -106,11 +107,12 @@ void make_compressed_variant(const FileVariant& identity, std::string_view conte
               std::begin(out.last_modified));
     out.etag = "W/" + identity.etag;
     out.headers.clear();
-    out.headers.append("Content-Type: ").append(content_type).append("\r\n");
-    out.headers.append("Content-Encoding: ").append(encoding).append("\r\n");
-    out.headers.append("Vary: Accept-Encoding\r\n");
-    out.headers.append("Last-Modified: ").append(out.last_modified_text()).append("\r\n");
-    out.headers.append("ETag: ").append(out.etag).append("\r\n");
+    out.header_fields.clear();
+    out.add_header("Content-Type", content_type);
+    out.add_header("Content-Encoding", encoding);
+    out.add_header("Vary", "Accept-Encoding");
+    out.add_header("Last-Modified", out.last_modified_text());
+    out.add_header("ETag", out.etag);
     out.data = std::move(data);
     out.in_memory = true;
     out.made = true;

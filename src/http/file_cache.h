@@ -9,6 +9,7 @@
 #include "base/string_hash.h"
 #include "base/unique_fd.h"
 #include "http/http_date.h"
+#include "http/response_head.h"
 
 #include <atomic>
 #include <cstdint>
@@ -17,6 +18,7 @@
 #include <string_view>
 #include <sys/stat.h>
 #include <unordered_map>
+#include <vector>
 
 namespace lepus {
 
@@ -31,12 +33,19 @@ struct FileVariant {
     dev_t device = 0;
     std::string etag;                      // "\"<mtime hex>-<size hex>\"" like nginx
     char last_modified[kHttpDateLength]{}; // IMF-fixdate of mtime
-    std::string headers; // Content-Type .. Accept-Ranges (+ Content-Encoding, Vary) lines
-    std::string data;    // the whole file when in_memory
+    // Content-Type .. Accept-Ranges (+ Content-Encoding, Vary): the HTTP/1.1
+    // lines and where each field lies in them, a block every response of
+    // the variant shares (ResponseHead::set_block), built once per file.
+    std::string headers;
+    std::vector<FieldAt> header_fields;
+    std::string data; // the whole file when in_memory
     bool in_memory = false;
     bool made = false; // compressed by lepus: data holds it, no fd
 
     bool present() const { return fd.valid() || made; }
+    void add_header(std::string_view name, std::string_view value) {
+        append_field_line(name, value, headers, header_fields);
+    }
     std::string_view last_modified_text() const { return {last_modified, kHttpDateLength}; }
     // Same file and same contents as `st` says (inode, device, size, mtime)?
     bool matches(const struct stat& st) const;

@@ -38,7 +38,7 @@ void Http1StatePool::release(std::unique_ptr<Http1RequestState> state, bool clea
         state->chunked.reset();
         state->exchange.response.reset();
         state->exchange.stream.reset();
-        state->exchange.stream_headers.clear();
+        state->exchange.stream_fields.clear();
     }
     state->input_begin = state->input_end = 0;
     // A large body or response must not stay pinned in the pool.
@@ -143,15 +143,26 @@ void Http1Engine::plan_deadline() {
         deadline_ = now + options.send_timeout_ms;
         deadline_exact_ = false;
         return;
-    case Phase::Streaming:
+    case Phase::Streaming: {
         deadline_exact_ = false;
+        bool waits_for_body = !write_blocked_ && !body_done_ && !body_blocked_;
+        bool rate_bound = state_->exchange.body_holds_backend && options.min_body_rate > 0;
+        // The rate's clock runs while the body is waited for, not while the
+        // backend holds it back; on_deadline() starts the next interval.
+        if (waits_for_body && rate_bound)
+            body_rate_.wait(now);
+        else
+            body_rate_.pause(now);
         if (write_blocked_)
             deadline_ = now + options.send_timeout_ms;
-        else if (!body_done_ && !body_blocked_)
+        else if (body_rate_.waiting())
+            deadline_ = body_rate_.deadline(options.body_timeout_ms);
+        else if (waits_for_body)
             deadline_ = now + options.body_timeout_ms; // the stream waits for the client
         else
             deadline_ = 0;
         return;
+    }
     case Phase::Tunnel:
         // Idle both ways for the keepalive timeout: closed (nginx closes a
         // silent WebSocket after proxy_read_timeout alike).
@@ -167,6 +178,21 @@ Http1Engine::Next Http1Engine::on_deadline() {
     if (phase_ == Phase::ReadingHead)
         log_info("client %s: request head not complete within the header timeout, closing",
                  info_.peer.to_string().c_str());
+    if (phase_ == Phase::Streaming && body_rate_.waiting()) {
+        // A body that holds a backend connection: a trickle (a byte every
+        // 20 s) would hold it for as long as the client liked (issue 32).
+        const Http1Options& options = context_.options;
+        if (body_rate_.passed(context_.clock.now_ms, options.body_timeout_ms,
+                              options.min_body_rate)) {
+            deadline_ = body_rate_.deadline(options.body_timeout_ms);
+            return Next::Wait;
+        }
+        log_info("client %s: request body slower than %llu bytes/s over the body timeout, "
+                 "closing",
+                 info_.peer.to_string().c_str(),
+                 static_cast<unsigned long long>(options.min_body_rate));
+        if (!accounted_ && !out_.head_built) account(408, 0);
+    }
     return Next::Close;
 }
 
@@ -326,8 +352,10 @@ Http1Engine::Step Http1Engine::on_head_parsed() {
     exchange.now_s = context_.clock.now_s;
     exchange.now_ms = context_.clock.now_ms;
     exchange.keep_alive = keep_alive_;
+    exchange.body_holds_backend = false;
+    body_rate_ = MinRate();
     exchange.stream_status = 0;
-    exchange.stream_headers.clear();
+    exchange.stream_fields.clear();
     in_exchange_ = true;
     accounted_ = false;
     if (request.content_length && *request.content_length > options.max_body_size)
@@ -351,8 +379,16 @@ Http1Engine::Step Http1Engine::dispatch() {
 }
 
 Http1Engine::Step Http1Engine::start_writing() {
-    const Response& response = state_->exchange.response;
-    account(response.status, response.body_bytes());
+    Http1RequestState& s = *state_;
+    const Response& response = s.exchange.response;
+    // The head as text, once, now that the connection's fate is known (a
+    // body read to its end or not): into the stream output buffer, which a
+    // complete answer does not otherwise use.
+    const Request* request = s.exchange.request;
+    write_http1_head(response.head, context_.clock.now_s, keep_alive_,
+                     request ? request->version_minor : 1, s.out);
+    s.out_sent = 0;
+    account(response.head.status, response.body_bytes());
     set_phase(Phase::Writing);
     return Step::Continue;
 }
@@ -377,7 +413,7 @@ Http1Engine::Step Http1Engine::respond_error(int status) {
     exchange.request_line = unparsed.substr(0, std::min(unparsed.find('\n'), kLoggedLineMax));
     if (exchange.request_line.ends_with('\r')) exchange.request_line.remove_suffix(1);
     exchange.response.reset();
-    build_error_response(status, false, context_.clock.now_s, exchange.response);
+    build_error_response(status, false, exchange.response);
     if (status == 400 || status == 414 || status == 431 || status == 501 || status == 505)
         log_info("client %s: %d: %s", info_.peer.to_string().c_str(), status,
                  s.parser.error_reason());
@@ -391,9 +427,9 @@ Http1Engine::Step Http1Engine::respond_error(int status) {
 
 // An error the engine must answer after the head was parsed: through the
 // handler, so that the site's error page applies.
-Http1Engine::Step Http1Engine::fail_exchange(int status, std::string_view extra_headers) {
+Http1Engine::Step Http1Engine::fail_exchange(int status, const ResponseHead* extra) {
     drop_answer();
-    context_.handler.fail(state_->exchange, status, extra_headers);
+    context_.handler.fail(state_->exchange, status, extra);
     body_done_ = true;
     return dispatch();
 }
@@ -469,6 +505,7 @@ Http1Engine::BodyProgress Http1Engine::consume_body() {
     bool full = false;
     if (body_chunked_) {
         auto status = s.chunked.feed({data, available}, consumed, s.body);
+        body_rate_.moved(consumed);
         if (status == ChunkedDecoder::Status::Error) return BodyProgress::Malformed;
         done = status == ChunkedDecoder::Status::Done;
         if (!stream)
@@ -479,6 +516,7 @@ Http1Engine::BodyProgress Http1Engine::consume_body() {
     } else {
         auto wanted = size_t(std::min<uint64_t>(available, body_left_));
         consumed = stream && wanted > 0 ? stream->offer_body({data, wanted}) : wanted;
+        body_rate_.moved(consumed);
         full = consumed < wanted;
         body_left_ -= consumed;
         done = body_left_ == 0;

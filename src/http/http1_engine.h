@@ -28,6 +28,7 @@
 
 #include "http/chunked_decoder.h"
 #include "http/exchange.h"
+#include "http/min_rate.h"
 #include "http/request_parser.h"
 #include "net/loop_clock.h"
 #include "net/transport.h"
@@ -48,6 +49,10 @@ struct Http1Options {
     uint64_t linger_ms = 2000;             // draining unread input before the close
     uint64_t max_body_size = 1 << 20;      // else 413
     uint64_t keepalive_requests = 1000;    // then the connection closes
+    // A body that streams to a backend (Exchange::body_holds_backend) must
+    // arrive at this many bytes a second over each body timeout interval
+    // (MinRate); 0: only the body timeout's silence applies.
+    uint64_t min_body_rate = 240;
     // A connection whose first bytes are the HTTP/2 client preface is handed
     // to the HTTP/2 engine (Next::Http2): on TLS (ALPN h2) with http2, on
     // plain TCP (h2c with prior knowledge) with h2c. Off: the preface is an
@@ -214,7 +219,7 @@ private:
     // Answering.
     Step dispatch();
     Step respond_error(int status);
-    Step fail_exchange(int status, std::string_view extra_headers = {});
+    Step fail_exchange(int status, const ResponseHead* extra = nullptr);
     Step redirect_exchange();
     // Lets go of the answer in the making (the stream), before another.
     void drop_answer();
@@ -267,6 +272,10 @@ private:
     bool continue_wanted_ = false; // Expect: 100-continue, not sent yet
     bool in_exchange_ = false;     // start() or fail() ran, finish() not yet
     bool accounted_ = false;       // account() ran for the exchange in flight
+    // The engine waits for a body that holds a backend connection
+    // (Exchange::body_holds_backend): the rate it must keep up, over
+    // intervals of the body timeout.
+    MinRate body_rate_;
     // The connection.
     bool write_blocked_ = false;  // the transport said EAGAIN to output
     bool keep_alive_ = true;      // for the response in progress

@@ -52,9 +52,10 @@ Http1Engine::Step Http1Engine::write_response() {
         response.file_length = response.body.size();
         response.body = {};
     }
-    while (head_sent_ < response.head.size() || body_sent_ < response.body.size()) {
+    const std::string& head = state_->out; // written by start_writing
+    while (head_sent_ < head.size() || body_sent_ < response.body.size()) {
         iovec iov[2] = {
-            {response.head.data() + head_sent_, response.head.size() - head_sent_},
+            {const_cast<char*>(head.data()) + head_sent_, head.size() - head_sent_},
             {const_cast<char*>(response.body.data()) + body_sent_,
              response.body.size() - body_sent_},
         };
@@ -67,7 +68,7 @@ Http1Engine::Step Http1Engine::write_response() {
         ssize_t n = transport_.writev(iov + skip_head, skip_head ? 1 : 2, more);
         if (n < 0) return write_stalled(n);
         auto sent = size_t(n);
-        size_t to_head = std::min(sent, response.head.size() - head_sent_);
+        size_t to_head = std::min(sent, head.size() - head_sent_);
         head_sent_ += to_head;
         body_sent_ += sent - to_head;
         bytes_this_pass_ += sent;
@@ -98,7 +99,7 @@ Http1Engine::Step Http1Engine::write_response() {
         bytes_this_pass_ += uint64_t(n);
     }
     write_blocked_ = false;
-    return finish_response(response.status, body_sent_);
+    return finish_response(response.head.status, body_sent_);
 }
 
 // A write that did not go through: wait for room (the write edge brings us

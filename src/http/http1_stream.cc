@@ -76,9 +76,11 @@ Http1Engine::Step Http1Engine::stream_failed(StreamState state) {
     }
     if (state == StreamState::Redirect) return redirect_exchange();
     ResponseStream& stream = *state_->exchange.stream;
-    // The lines live in the stream, which fail_exchange lets go first.
-    std::string extra_headers(stream.error_headers());
-    return fail_exchange(stream.error_status(), extra_headers);
+    // The fields live in the stream, which fail_exchange lets go first.
+    ResponseHead extra;
+    for (const Header& field : stream.error_fields())
+        extra.add(field.name, field.value);
+    return fail_exchange(stream.error_status(), &extra);
 }
 
 // Builds the response head from the stream's; false when the response cannot
@@ -119,34 +121,29 @@ bool Http1Engine::build_stream_head() {
 
     Response& response = exchange.response;
     response.reset();
-    begin_head(status, context_.clock.now_s, response);
-    for (const Header& header : head.headers) {
-        if (is_backend_own_field(header.name)) continue;
-        response.head.append(header.name).append(": ").append(header.value).append("\r\n");
-    }
-    response.head.append(exchange.stream_headers);
+    begin_head(status, keep_alive_, response);
+    ResponseHead& out_head = response.head;
+    for (const Header& header : head.headers)
+        if (!is_backend_own_field(header.name)) out_head.add(header.name, header.value);
+    exchange.stream_fields.for_each(
+        [&](std::string_view name, std::string_view value) { out_head.add(name, value); });
     if (length) {
         out_.has_length = true;
         out_.left = *length;
-        if (status != 204 && status != 304) {
-            response.head.append("Content-Length: ");
-            append_decimal(*length, response.head);
-            response.head.append("\r\n");
-        }
+        if (status != 204 && status != 304) out_head.content_length = *length;
     } else if (!no_body) {
         if (request.version_minor >= 1) {
-            response.head.append("Transfer-Encoding: chunked\r\n");
+            out_head.add("Transfer-Encoding", "chunked");
             out_.chunked = true;
         } else {
             keep_alive_ = false; // RFC 9112 §6.3: the body ends when the connection closes
         }
     }
-    finish_head(keep_alive_, request.version_minor, response);
-    s.out.assign(response.head);
+    write_http1_head(out_head, context_.clock.now_s, keep_alive_, request.version_minor, s.out);
     s.out_sent = 0;
     out_.status = status;
     out_.no_body = no_body;
-    out_.head_size = response.head.size();
+    out_.head_size = s.out.size();
     out_.head_built = true;
     return true;
 }
@@ -220,19 +217,19 @@ void Http1Engine::build_tunnel_head() {
     Http1RequestState& s = *state_;
     Exchange& exchange = s.exchange;
     const StreamHead& head = exchange.stream->head();
-    Response& response = exchange.response;
-    response.reset();
-    begin_head(101, context_.clock.now_s, response);
+    exchange.response.reset();
+    s.out.clear();
+    append_status_line(101, s.out);
+    append_common_headers(context_.clock.now_s, s.out);
     for (const Header& header : head.headers) {
         if (is_backend_own_field(header.name) && !ascii_iequals(header.name, "Upgrade")) continue;
-        response.head.append(header.name).append(": ").append(header.value).append("\r\n");
+        s.out.append(header.name).append(": ").append(header.value).append("\r\n");
     }
-    response.head.append(exchange.stream_headers);
-    response.head.append("Connection: upgrade\r\n\r\n");
-    s.out.assign(response.head);
+    exchange.stream_fields.append_http1_fields(s.out);
+    s.out.append("Connection: upgrade\r\n\r\n");
     s.out_sent = 0;
     out_.status = 101;
-    out_.head_size = response.head.size();
+    out_.head_size = s.out.size();
     out_.head_built = true;
     keep_alive_ = false; // what follows is not HTTP any more
     set_phase(Phase::Tunnel);

@@ -52,10 +52,22 @@ int Http2Callbacks::on_begin_frame(nghttp2_session* session, const nghttp2_frame
     return 0;
 }
 
-int Http2Callbacks::on_begin_headers(nghttp2_session*, const nghttp2_frame* frame,
+int Http2Callbacks::on_begin_headers(nghttp2_session* session, const nghttp2_frame* frame,
                                      void* user_data) {
     Http2Engine& self = engine(user_data);
     if (frame->hd.type != NGHTTP2_HEADERS || frame->headers.cat != NGHTTP2_HCAT_REQUEST) return 0;
+    if (self.refuses_new_stream()) {
+        // Streams that cannot send hold too much already: no Http2Stream, so
+        // the block's fields are decoded (HPACK stays in step) and dropped.
+        nghttp2_submit_rst_stream(session, NGHTTP2_FLAG_NONE, frame->hd.stream_id,
+                                  NGHTTP2_REFUSED_STREAM);
+        if (!self.refused_for_memory_)
+            log_info("client %s: HTTP/2: streams that wait for the client to take their answers "
+                     "hold too much memory: refusing new streams",
+                     self.info_.peer.to_string().c_str());
+        self.refused_for_memory_ = true;
+        return 0;
+    }
     self.streams_.emplace(frame->hd.stream_id, std::make_unique<Http2Stream>(frame->hd.stream_id));
     self.stream_opened(frame->hd.stream_id);
     if (self.gauges_) {
@@ -146,6 +158,7 @@ int Http2Callbacks::on_data_chunk_recv(nghttp2_session* session, uint8_t, int32_
     }
     stream->body_received += length;
     stream->body_active_ms = self.context_.clock.now_ms;
+    stream->body_rate.moved(length);
     if (stream->body_received > self.context_.options.max_body_size && !stream->submitted) {
         nghttp2_session_consume(session, stream_id, length);
         self.fail_exchange(*stream, 413);

@@ -25,13 +25,10 @@ void Http2Engine::plan_deadline() {
         });
     // The first interval starts when output began to wait; on_deadline()
     // starts the next ones while the client keeps up the minimum rate.
-    if (stalled && !stalled_) {
-        stall_interval_ms_ = context_.clock.now_ms;
-        stall_sent_ = 0;
-    }
+    if (stalled && !stalled_) send_rate_.start(context_.clock.now_ms);
     stalled_ = stalled;
     if (stalled)
-        deadline_ = stall_interval_ms_ + options.send_timeout_ms;
+        deadline_ = send_rate_.deadline(options.send_timeout_ms);
     else if (streams_.empty())
         // The preface and first request under the header deadline, then idle.
         deadline_ = last_activity_ms_ +
@@ -44,31 +41,63 @@ void Http2Engine::plan_deadline() {
         deadline_ = body;
 }
 
-// Whether `stream` waits for request body bytes its response stream would take.
+// Whether `stream` waits for request body bytes its response stream would
+// take (one reset for its body, accounted then, waits no more).
 static bool waits_for_body(const Http2Stream& stream) {
     return stream.started && stream.exchange.stream && !stream.request_ended &&
-           !stream.body_ended && !stream.submitted && stream.body_pending.empty();
+           !stream.body_ended && !stream.submitted && !stream.accounted &&
+           stream.body_pending.empty();
 }
 
-uint64_t Http2Engine::body_deadline() const {
+// When `stream`, waiting for its body, meets its body timeout: silence for
+// the timeout, or for a body that holds a backend connection (--request-
+// buffering off) the end of a body rate interval.
+static uint64_t body_due(const Http2Stream& stream, const Http1Options& options) {
+    if (stream.body_rate.waiting()) return stream.body_rate.deadline(options.body_timeout_ms);
+    return stream.body_active_ms + options.body_timeout_ms;
+}
+
+uint64_t Http2Engine::body_deadline() {
+    const Http1Options& options = context_.options;
     uint64_t earliest = 0;
-    for (const auto& [id, stream] : streams_)
-        if (waits_for_body(*stream)) {
-            uint64_t at = stream->body_active_ms + context_.options.body_timeout_ms;
-            if (earliest == 0 || at < earliest) earliest = at;
-        }
+    for (auto& [id, stream] : streams_) {
+        bool waiting = waits_for_body(*stream);
+        bool rate_bound =
+            waiting && stream->exchange.body_holds_backend && options.min_body_rate > 0;
+        // The rate's clock runs while the body is waited for, not while the
+        // backend holds it back; reset_idle_bodies() starts the next interval.
+        if (rate_bound)
+            stream->body_rate.wait(context_.clock.now_ms);
+        else
+            stream->body_rate.pause(context_.clock.now_ms);
+        if (!waiting) continue;
+        uint64_t at = body_due(*stream, options);
+        if (earliest == 0 || at < earliest) earliest = at;
+    }
     return earliest;
 }
 
 bool Http2Engine::reset_idle_bodies() {
+    const Http1Options& options = context_.options;
+    uint64_t now = context_.clock.now_ms;
     bool any = false;
     for (auto& [id, stream] : streams_) {
-        if (!waits_for_body(*stream) ||
-            stream->body_active_ms + context_.options.body_timeout_ms > context_.clock.now_ms)
-            continue;
+        if (!waits_for_body(*stream) || body_due(*stream, options) > now) continue;
+        if (stream->body_rate.waiting()) {
+            // A trickle (a byte every 20 s) would hold the backend connection
+            // for as long as the client liked (issue 32).
+            if (stream->body_rate.passed(now, options.body_timeout_ms, options.min_body_rate))
+                continue;
+            log_info("client %s: stream %d sent its body slower than %llu bytes/s over the body "
+                     "timeout, resetting it",
+                     info_.peer.to_string().c_str(), int(id),
+                     static_cast<unsigned long long>(options.min_body_rate));
+        } else {
+            log_info("client %s: stream %d sent no body bytes within the body timeout, "
+                     "resetting it",
+                     info_.peer.to_string().c_str(), int(id));
+        }
         // nginx's client_body_timeout: 408 in the log; the stream is cancelled.
-        log_info("client %s: stream %d sent no body bytes within the body timeout, resetting it",
-                 info_.peer.to_string().c_str(), int(id));
         if (!stream->accounted) context_.handler.account(stream->exchange, 408, 0);
         stream->accounted = true;
         reset_stream(id, NGHTTP2_CANCEL);
@@ -80,27 +109,27 @@ bool Http2Engine::reset_idle_bodies() {
 Http2Engine::Next Http2Engine::on_deadline() {
     // Fresh: a stream's body may have come (or ended) since the last plan.
     if (!lingering_ && !closed_) plan_deadline();
-    if (deadline_ == 0 || context_.clock.now_ms < deadline_) return Next::Wait;
+    uint64_t now = context_.clock.now_ms;
+    if (deadline_ == 0 || now < deadline_) return Next::Wait;
     if (lingering_) return Next::Close;
+    if (uint64_t body = body_deadline(); body != 0 && body <= now) {
+        // Streams whose client stopped sending its body (--body-timeout), or
+        // sends it slower than --min-body-rate, are reset: the connection
+        // and its other streams go on.
+        if (reset_idle_bodies() && !write_output()) return Next::Close;
+        plan_deadline();
+        if (deadline_ == 0 || now < deadline_) return Next::Wait;
+    }
     if (stalled_) {
         // A minimum send rate, not a deadline that every byte restarts (issue
         // 32: a 1-byte WINDOW_UPDATE every 20 s kept 100 streams, and their
         // memory, for as long as the client liked). Kestrel's
         // MinResponseDataRate, 240 bytes/s after a 5 s grace, is the model.
         uint64_t timeout_ms = context_.options.send_timeout_ms;
-        uint64_t wanted = std::max<uint64_t>(kMinSendBytesPerSecond * timeout_ms / 1000, 1);
-        if (stall_sent_ >= wanted) {
-            stall_interval_ms_ = context_.clock.now_ms;
-            stall_sent_ = 0;
-            deadline_ = stall_interval_ms_ + timeout_ms;
+        if (send_rate_.passed(now, timeout_ms, kMinSendBytesPerSecond)) {
+            plan_deadline(); // the next interval, or a stream's body deadline before it
             return Next::Wait;
         }
-    } else if (reset_idle_bodies()) {
-        // A stream whose client stopped sending its body was reset for it
-        // (--body-timeout): the connection and its other streams go on.
-        if (!write_output()) return Next::Close;
-        plan_deadline();
-        return Next::Wait;
     }
     // Idle: a GOAWAY says so (RFC 9113 §6.8), if the socket takes it.
     if (!write_blocked_) {

@@ -18,8 +18,8 @@ struct Http2Engine::HeadFields {
     std::string text;
     std::vector<nghttp2_nv> fields;
 
-    const std::vector<nghttp2_nv>& build(int status, std::string_view head) {
-        detail::head_to_fields(status, head, text, fields);
+    const std::vector<nghttp2_nv>& build(const ResponseHead& head, time_t now) {
+        detail::head_to_fields(head, now, text, fields);
         return fields;
     }
 };
@@ -28,7 +28,7 @@ Http2Engine::Http2Engine(const Http1Context& context, Transport& transport, Conn
                          ExchangeListener& listener, std::string_view received, Http2Gauges* gauges)
     : context_(context), transport_(transport), info_(info), listener_(listener), gauges_(gauges),
       input_(received), head_fields_(std::make_unique<HeadFields>()),
-      last_activity_ms_(context.clock.now_ms), stall_interval_ms_(context.clock.now_ms) {
+      last_activity_ms_(context.clock.now_ms) {
     nghttp2_session_callbacks* callbacks = nullptr;
     nghttp2_session_callbacks_new(&callbacks);
     Http2Callbacks::install(callbacks);
@@ -216,7 +216,7 @@ bool Http2Engine::write_output() {
         Http2Output::Status status = output_.write(transport_);
         if (output_.pending() < before) {
             last_activity_ms_ = context_.clock.now_ms;
-            stall_sent_ += before - output_.pending();
+            send_rate_.moved(before - output_.pending());
         }
         switch (status) {
         case Http2Output::Status::Done:
@@ -292,7 +292,7 @@ void Http2Engine::poll_streams() {
             else if (state == StreamState::Redirect)
                 redirect_exchange(stream);
             else
-                fail_exchange(stream, backend.error_status(), std::string(backend.error_headers()));
+                fail_failed_stream(stream);
             continue;
         }
         if (stream_stopped(state)) {
@@ -387,18 +387,19 @@ void Http2Engine::terminate(uint32_t error_code) {
 void Http2Engine::submit_response(Http2Stream& stream) {
     Exchange& exchange = stream.exchange;
     const Response& response = exchange.response;
-    stream.status = response.status;
-    const std::vector<nghttp2_nv>& nva = head_fields_->build(response.status, response.head);
+    stream.status = response.head.status;
+    const std::vector<nghttp2_nv>& nva = head_fields_->build(response.head, context_.clock.now_s);
     stream.submitted = true;
     stream.accounted = true;
-    context_.handler.account(exchange, response.status, response.body_bytes());
+    context_.handler.account(exchange, response.head.status, response.body_bytes());
     nghttp2_data_provider provider{};
     provider.source.ptr = &stream;
     provider.read_callback = Http2Callbacks::read_body;
     bool body =
-        response.body_bytes() > 0 && !response_has_no_body(*exchange.request, response.status);
+        response.body_bytes() > 0 && !response_has_no_body(*exchange.request, response.head.status);
     nghttp2_submit_response(session_, stream.id, nva.data(), nva.size(),
                             body ? &provider : nullptr);
+    hold(stream);
 }
 
 void Http2Engine::submit_stream_head(Http2Stream& stream) {
@@ -422,37 +423,75 @@ void Http2Engine::submit_stream_head(Http2Stream& stream) {
     if (!length && backend.ended() && !request.is_head()) length = backend.body().size();
     Response& response = exchange.response;
     response.reset();
-    begin_head(status, context_.clock.now_s, response);
-    for (const Header& header : head.headers) {
-        if (is_backend_own_field(header.name)) continue;
-        response.head.append(header.name).append(": ").append(header.value).append("\r\n");
-    }
-    response.head.append(exchange.stream_headers);
-    if (length && status != 204 && status != 304) {
-        response.head.append("Content-Length: ");
-        append_decimal(*length, response.head);
-        response.head.append("\r\n");
-    }
-    response.head.append("\r\n");
+    begin_head(status, true, response);
+    ResponseHead& out_head = response.head;
+    for (const Header& header : head.headers)
+        if (!is_backend_own_field(header.name)) out_head.add(header.name, header.value);
+    exchange.stream_fields.for_each(
+        [&](std::string_view name, std::string_view value) { out_head.add(name, value); });
+    if (length && status != 204 && status != 304) out_head.content_length = *length;
     stream.status = status;
-    const std::vector<nghttp2_nv>& nva = head_fields_->build(status, response.head);
+    const std::vector<nghttp2_nv>& nva = head_fields_->build(out_head, context_.clock.now_s);
     stream.submitted = true;
     if (no_body) {
         // The backend's body (if any) drains into its pool when the stream is let go.
         stream.accounted = true;
         context_.handler.account(exchange, status, 0);
         nghttp2_submit_response(session_, stream.id, nva.data(), nva.size(), nullptr);
-        return;
+        return hold(stream);
     }
     stream.relaying = true;
     nghttp2_data_provider provider{};
     provider.source.ptr = &stream;
     provider.read_callback = Http2Callbacks::read_body;
     nghttp2_submit_response(session_, stream.id, nva.data(), nva.size(), &provider);
+    hold(stream);
 }
 
-void Http2Engine::fail_exchange(Http2Stream& stream, int status, std::string_view extra_headers) {
-    std::string extra(extra_headers); // the lines may live in the stream let go here
+void Http2Engine::hold(Http2Stream& stream) {
+    stream.held = stream.held_now();
+    held_bytes_ += stream.held;
+    if (gauges_)
+        gauges_->held_bytes.store(gauges_->held_bytes.load(std::memory_order_relaxed) + stream.held,
+                                  std::memory_order_relaxed);
+}
+
+bool Http2Engine::refuses_new_stream() const {
+    // The sums are cheap; blocked_bytes() walks the streams only past them.
+    uint64_t reactor = gauges_ ? gauges_->held_bytes.load(std::memory_order_relaxed) : 0;
+    if (held_bytes_ <= kBlockedShare ||
+        (held_bytes_ <= kMaxBlockedBytes && reactor <= kMaxHeldPerReactor))
+        return false;
+    uint64_t blocked = blocked_bytes();
+    return blocked > kMaxBlockedBytes || (blocked > kBlockedShare && reactor > kMaxHeldPerReactor);
+}
+
+uint64_t Http2Engine::blocked_bytes() const {
+    // Nothing leaves while the client does not read, or while the
+    // connection's window is closed (RFC 9113 §6.9.1).
+    bool all = write_blocked_ || nghttp2_session_get_remote_window_size(session_) <= 0;
+    uint64_t blocked = 0;
+    for (const auto& [id, stream] : streams_) {
+        if (!stream->submitted ||
+            (!all && nghttp2_session_get_stream_remote_window_size(session_, id) > 0))
+            continue;
+        blocked += stream->held;
+        if (stream->relaying && stream->exchange.stream)
+            blocked += stream->exchange.stream->body().size();
+    }
+    return blocked;
+}
+
+void Http2Engine::fail_failed_stream(Http2Stream& stream) {
+    const ResponseStream& backend = *stream.exchange.stream;
+    // The fields live in the stream, which fail_exchange lets go first.
+    ResponseHead extra;
+    for (const Header& field : backend.error_fields())
+        extra.add(field.name, field.value);
+    fail_exchange(stream, backend.error_status(), &extra);
+}
+
+void Http2Engine::fail_exchange(Http2Stream& stream, int status, const ResponseHead* extra) {
     drop_answer(stream);
     context_.handler.fail(stream.exchange, status, extra);
     answer_again(stream);
@@ -502,7 +541,12 @@ void Http2Engine::finish_stream(Http2Stream& stream) {
         }
         context_.handler.finish(exchange);
     }
-    if (gauges_) gauges_->streams.fetch_sub(1, std::memory_order_relaxed);
+    held_bytes_ -= stream.held;
+    if (gauges_) {
+        gauges_->streams.fetch_sub(1, std::memory_order_relaxed);
+        gauges_->held_bytes.store(gauges_->held_bytes.load(std::memory_order_relaxed) - stream.held,
+                                  std::memory_order_relaxed);
+    }
 }
 
 bool Http2Engine::on_shutdown() {

@@ -36,6 +36,7 @@
 
 #include "http/http1_engine.h"
 #include "http/http2_output.h"
+#include "http/min_rate.h"
 
 #include <array>
 #include <cstdint>
@@ -53,6 +54,9 @@ struct Http2Stream;
 // Connections and streams on HTTP/2, for the status page.
 struct Http2Gauges {
     std::atomic<uint64_t> connections{0}, streams{0}, streams_total{0}, connections_total{0};
+    // Bytes held by answered streams of the reactor's connections (their
+    // Http2Engine::held_bytes_).
+    std::atomic<uint64_t> held_bytes{0};
 };
 
 class Http2Engine {
@@ -85,6 +89,20 @@ public:
     // frames on one it reset or refused are ignored (§5.1, §6.4), frames on
     // one closed otherwise are a STREAM_CLOSED error. Older ones: ignored.
     static constexpr size_t kRememberedStreams = 1024;
+    // Memory held by streams that cannot send (issue 32: 20 connections of
+    // 100 streams, each with a 60 KiB request head and a zero window, held
+    // 120 MB): streams keep their request head, response head and generated
+    // body until their last DATA leaves, and a client that never opens its
+    // window keeps them until the minimum send rate closes it. A new stream
+    // is refused (REFUSED_STREAM, which a client may retry: RFC 9113 §8.7)
+    // while the connection's streams that wait for the client's window (or
+    // for a socket it does not read) hold more than kMaxBlockedBytes, or
+    // more than kBlockedShare when the reactor's answered streams hold more
+    // than kMaxHeldPerReactor in all. A backend's buffered response counts
+    // too (it is bounded per stream by the backend's own high water mark).
+    static constexpr uint64_t kMaxBlockedBytes = uint64_t{1} << 20;
+    static constexpr uint64_t kBlockedShare = uint64_t{128} * 1024;
+    static constexpr uint64_t kMaxHeldPerReactor = uint64_t{32} << 20;
     // Bytes read from the transport per pass before other connections run.
     static constexpr size_t kMaxReadPerPass = size_t{256} * 1024;
 
@@ -135,7 +153,9 @@ private:
     void submit_response(Http2Stream& stream);
     void submit_stream_head(Http2Stream& stream);
     // The router must answer `status` itself (a stream failed, 413, 431).
-    void fail_exchange(Http2Stream& stream, int status, std::string_view extra_headers = {});
+    void fail_exchange(Http2Stream& stream, int status, const ResponseHead* extra = nullptr);
+    // A stream that reported Failed: its status and fields.
+    void fail_failed_stream(Http2Stream& stream);
     void redirect_exchange(Http2Stream& stream);
     // Lets go of the stream's answer in the making, before another.
     void drop_answer(Http2Stream& stream);
@@ -143,10 +163,18 @@ private:
     void answer_again(Http2Stream& stream);
     void offer_body(Http2Stream& stream);
     void finish_stream(Http2Stream& stream);
+    // The stream's answer is submitted: what it holds counts until it closes.
+    void hold(Http2Stream& stream);
+    // Whether a new stream is refused for the memory held by streams that
+    // cannot send (kMaxBlockedBytes); blocked_bytes() counts those.
+    bool refuses_new_stream() const;
+    uint64_t blocked_bytes() const;
     void plan_deadline();
     // The earliest body deadline of the streams waiting for their client's
     // body (0: none); reset_idle_bodies() resets those past it (408).
-    uint64_t body_deadline() const;
+    // Streams that hold a backend connection start their body rate interval
+    // here when their wait begins.
+    uint64_t body_deadline();
     bool reset_idle_bodies();
     // RST_STREAM from us (on_frame_send remembers the id).
     void reset_stream(int32_t id, uint32_t error_code);
@@ -185,9 +213,9 @@ private:
     // Output that waits must move kMinSendBytesPerSecond on average over each
     // --send-timeout interval, or the connection closes at the interval's end.
     static constexpr uint64_t kMinSendBytesPerSecond = 256;
-    uint64_t stall_interval_ms_ = 0; // when the current interval began
-    uint64_t stall_sent_ = 0;        // bytes that left for the client in it
+    MinRate send_rate_;
     uint64_t requests_ = 0;
+    uint64_t held_bytes_ = 0;       // by answered streams (Http2Stream::held)
     int32_t highest_stream_id_ = 0; // of the client's HEADERS so far
     // Bit (id >> 1) % kRememberedStreams: frames on that closed stream are ignored.
     std::array<uint64_t, kRememberedStreams / 64> ignored_streams_{};
@@ -195,6 +223,8 @@ private:
     uint32_t resets_ = 0;          // streams reset in the window
     uint32_t streams_opened_ = 0;  // new stream ids in the window
     bool stop_reading_ = false;    // a GOAWAY that ends the connection is queued
+    // refuses_new_stream() said yes once: logged then, not for every stream.
+    bool refused_for_memory_ = false;
     // Where feed() is in the client's byte stream.
     size_t preface_left_ = 24; // "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
     uint64_t frame_left_ = 0;  // payload bytes of the current frame

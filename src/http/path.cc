@@ -45,6 +45,10 @@ bool is_plain(std::string_view raw) {
 
 } // namespace
 
+bool is_normal_path(std::string_view raw) {
+    return !raw.empty() && raw[0] == '/' && is_plain(raw);
+}
+
 int decode_path(std::string_view raw, std::string& out) {
     if (raw.empty() || raw[0] != '/') return 400;
     if (is_plain(raw)) {

@@ -16,6 +16,9 @@ namespace lepus {
 // "//" and no NUL, and ends with '/' exactly when the raw path designated a
 // directory (trailing '/', or a last segment "." or "..").
 int decode_path(std::string_view raw, std::string& out);
+// True when `raw` is already in that normal form (nothing to decode or
+// normalise): decode_path would give it back as it is, so it can be used as is.
+bool is_normal_path(std::string_view raw);
 
 // True when a segment of the (decoded) path starts with '.': a hidden name.
 // The first segment ".well-known" (RFC 8615) is not one.

@@ -80,7 +80,6 @@ void append_decimal(uint64_t value, std::string& out) {
 }
 
 void Response::reset() {
-    status = 0;
     head.clear();
     body = {};
     owned_body.clear();
@@ -112,35 +111,15 @@ void append_common_headers(time_t now, std::string& head) {
     head.append(lines, sizeof lines);
 }
 
-void begin_head(int status, time_t now, Response& out) {
-    out.status = status;
+void begin_head(int status, bool keep_alive, Response& out) {
     out.head.clear();
-    // RFC 9110 §6.2: we answer with our highest version, 1.1, to 1.0 clients too.
-    out.head.append("HTTP/1.1 ");
-    append_decimal(uint64_t(status), out.head);
-    out.head.push_back(' ');
-    out.head.append(status_reason(status));
-    out.head.append("\r\n");
-    append_common_headers(now, out.head);
-}
-
-void finish_head(bool keep_alive, int version_minor, Response& out) {
+    out.head.status = status;
     out.keep_alive = keep_alive;
-    if (!keep_alive) {
-        out.head.append("Connection: close\r\n");
-    } else if (version_minor == 0) {
-        // RFC 9112 §9.3: a 1.0 connection persists only if the response says so
-        // (ab -k waits for this header).
-        out.head.append("Connection: keep-alive\r\n");
-    }
-    out.head.append("\r\n");
 }
 
-void build_error_response(int status, const ReplyContext& context, Response& out,
-                          std::string_view extra_headers) {
+void build_error_response(int status, const ReplyContext& context, Response& out) {
     out.reset();
-    begin_head(status, context.now, out);
-    out.head.append(extra_headers);
+    begin_head(status, context.keep_alive, out);
     if (!status_has_no_body(status)) {
         std::string_view reason = status_reason(status);
         std::string& page = out.owned_body;
@@ -150,18 +129,15 @@ void build_error_response(int status, const ReplyContext& context, Response& out
         page.append("<html><head><title>").append(code_text).append(" ").append(reason);
         page.append("</title></head><body><h1>").append(code_text).append(" ").append(reason);
         page.append("</h1><hr>lepus</body></html>\n");
-        out.head.append("Content-Type: text/html; charset=utf-8\r\nContent-Length: ");
-        append_decimal(page.size(), out.head);
-        out.head.append("\r\n");
+        out.head.add("Content-Type", "text/html; charset=utf-8");
+        out.head.content_length = page.size();
         if (context.head_request) page.clear();
         out.body = page;
     }
-    finish_head(context.keep_alive, context.version_minor, out);
 }
 
-void build_error_response(int status, bool keep_alive, time_t now, Response& out) {
+void build_error_response(int status, bool keep_alive, Response& out) {
     ReplyContext context;
-    context.now = now;
     context.keep_alive = keep_alive;
     build_error_response(status, context, out);
 }

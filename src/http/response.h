@@ -1,10 +1,13 @@
-// Response: what the connection writes for one request — a head, an optional
-// in-memory body, and an optional file range for sendfile — plus the builders
-// shared by every handler (status reasons, common headers, error pages).
+// Response: what the connection writes for one request — a head (a
+// ResponseHead: status and fields, which the engine writes in its own
+// format), an optional in-memory body, and an optional file range for
+// sendfile — plus the builders shared by every handler (status reasons,
+// common headers, error pages).
 #pragma once
 
 #include "http/file_cache.h"
 #include "http/request.h"
+#include "http/response_head.h"
 
 #include <cstdint>
 #include <ctime>
@@ -14,8 +17,7 @@
 namespace lepus {
 
 struct Response {
-    int status = 0;
-    std::string head;         // status line + headers + empty line, ready for writev
+    ResponseHead head;        // head.status is the response's status
     std::string_view body;    // sent right after head; empty for HEAD
     std::string owned_body;   // storage for generated bodies (body points into it)
     FileRef file;             // keeps a cached file (fd and memory) alive until sent
@@ -27,7 +29,7 @@ struct Response {
     // body from the file instead of from memory.
     int body_file_fd = -1;
     uint64_t body_file_offset = 0;
-    bool keep_alive = true; // false: close after this response (head says so)
+    bool keep_alive = true; // false: close after this response (the engine says so)
 
     // What the access log reports: body.size() + file_length.
     uint64_t body_bytes() const { return body.size() + file_length; }
@@ -35,12 +37,11 @@ struct Response {
     void reset();
 };
 
-// What a response head depends on besides its status.
+// What an answer depends on besides its status (the engine adds the date and
+// the Connection field the client's version needs).
 struct ReplyContext {
-    time_t now = 0;
     bool keep_alive = true;
     bool head_request = false; // HEAD: the headers of GET, no body
-    int version_minor = 1;     // HTTP/1.0 keep-alive needs an explicit header
 };
 
 // The reason phrase for `status` from the one status list ("Unknown" if absent).
@@ -66,20 +67,17 @@ inline bool response_has_no_body(const Request& request, int status) {
     return request.is_head() || status_has_no_body(status);
 }
 
-// Clears out.head and writes the status line and the common headers.
-void begin_head(int status, time_t now, Response& out);
-
-// Adds the Connection header (close, or keep-alive for HTTP/1.0) and the empty
-// line; records keep_alive in `out`.
-void finish_head(bool keep_alive, int version_minor, Response& out);
+// Clears out.head for an answer with `status`; records keep_alive in `out`
+// (the engine writes Date, Server and Connection itself).
+void begin_head(int status, bool keep_alive, Response& out);
 
 // A complete response whose body is a small HTML page naming the status
-// (none for HEAD, 1xx, 204 and 304). `extra_headers` are whole lines ("Allow: ...\r\n").
-void build_error_response(int status, const ReplyContext& context, Response& out,
-                          std::string_view extra_headers = {});
+// (none for HEAD, 1xx, 204 and 304). The caller may add fields afterwards
+// (Allow, Location, Retry-After).
+void build_error_response(int status, const ReplyContext& context, Response& out);
 
 // Same, for the server's own errors (400 from the parser, 503 ...).
-void build_error_response(int status, bool keep_alive, time_t now, Response& out);
+void build_error_response(int status, bool keep_alive, Response& out);
 
 // The one place internal errors (those that become a 500) are reported.
 void report_internal_error(std::string_view what, std::string_view path, int error_number);

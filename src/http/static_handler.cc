@@ -18,7 +18,13 @@
 namespace lepus {
 namespace {
 
-constexpr std::string_view kAllowHeader = "Allow: GET, HEAD, OPTIONS\r\n";
+constexpr std::string_view kAllowed = "GET, HEAD, OPTIONS";
+
+// The answer to a method other than GET and HEAD (or OPTIONS): what is allowed.
+void build_allow_response(int status, const ReplyContext& context, Response& out) {
+    build_error_response(status, context, out);
+    out.head.add("Allow", kAllowed);
+}
 
 // O_NONBLOCK: opening a FIFO someone left in the root must not block the reactor
 // (it is then refused as "not a regular file"); it changes nothing for reads of
@@ -66,12 +72,9 @@ void serve_listing(int root_fd, int dir_fd, std::string_view rel_dir, std::strin
         if (status == 500) report_internal_error("opendir", url_path, error);
         return build_error_response(status, context, out);
     }
-    begin_head(200, context.now, out);
-    out.head.append("Content-Type: ").append(autoindex_content_type(format));
-    out.head.append("\r\nContent-Length: ");
-    append_decimal(listing.size(), out.head);
-    out.head.append("\r\n");
-    finish_head(context.keep_alive, context.version_minor, out);
+    begin_head(200, context.keep_alive, out);
+    out.head.add("Content-Type", autoindex_content_type(format));
+    out.head.content_length = listing.size();
     if (!context.head_request) {
         out.owned_body = std::move(listing);
         out.body = out.owned_body;
@@ -142,24 +145,21 @@ StaticHandler::StaticHandler(const StaticOptions& options, UniqueFd root)
     : options_(options), root_(std::move(root)), mime_types_(MimeTypes::system()),
       cache_(root_.get(), options.cache_entries, options.cache_revalidate_ms) {}
 
-void StaticHandler::handle(const Request& request, bool keep_alive, time_t now, uint64_t now_ms,
+void StaticHandler::handle(const Request& request, bool keep_alive, uint64_t now_ms,
                            Response& out) {
     out.reset();
     ReplyContext context;
-    context.now = now;
     context.keep_alive = keep_alive;
     context.head_request = request.is_head();
-    context.version_minor = request.version_minor;
 
     // RFC 9110 §9.3.7: "OPTIONS *" asks about the server itself.
     if (request.method == Method::Options && request.path == "*")
-        return build_error_response(204, context, out, kAllowHeader);
+        return build_allow_response(204, context, out);
     if (int status = decode_path(request.path, path_))
         return build_error_response(status, context, out);
-    if (request.method == Method::Options)
-        return build_error_response(204, context, out, kAllowHeader);
+    if (request.method == Method::Options) return build_allow_response(204, context, out);
     if (request.method != Method::Get && request.method != Method::Head)
-        return build_error_response(405, context, out, kAllowHeader);
+        return build_allow_response(405, context, out);
     if (!options_.dotfiles_allow && has_hidden_segment(path_))
         return build_error_response(404, context, out);
 
@@ -189,13 +189,13 @@ void StaticHandler::resolve(const Request& request, const ReplyContext& context,
     if (!directory_path) {
         // A directory named without its slash: relative links inside it would
         // resolve against the parent, so redirect like every server does.
-        std::string location = "Location: ";
+        std::string location;
         append_percent_encoded(path_, location);
         location.push_back('/');
         if (!request.query.empty() && is_header_safe(request.query))
             location.append("?").append(request.query);
-        location.append("\r\n");
-        return build_error_response(301, context, out, location);
+        build_error_response(301, context, out);
+        return out.head.add("Location", location);
     }
 
     std::string rel_dir = path_.size() == 1 ? std::string() : path_.substr(1);
@@ -376,7 +376,8 @@ void StaticHandler::serve(const Request& request, const ReplyContext& context, c
     bool vary = file->vary;
     if (!chosen) {
         // RFC 9110 §12.5.3: identity refused and no coding acceptable.
-        return build_error_response(406, context, out, "Vary: Accept-Encoding\r\n");
+        build_error_response(406, context, out);
+        return out.head.add("Vary", "Accept-Encoding");
     }
     const FileVariant& variant = *chosen;
 
@@ -398,11 +399,11 @@ void StaticHandler::serve(const Request& request, const ReplyContext& context, c
     }
     if (not_modified) {
         // §15.4.5: 304 carries the validators and Vary, not the content headers.
-        begin_head(304, context.now, out);
-        out.head.append("Last-Modified: ").append(variant.last_modified_text()).append("\r\n");
-        out.head.append("ETag: ").append(variant.etag).append("\r\n");
-        if (vary) out.head.append("Vary: Accept-Encoding\r\n");
-        return finish_head(context.keep_alive, context.version_minor, out);
+        begin_head(304, context.keep_alive, out);
+        out.head.add("Last-Modified", variant.last_modified_text());
+        out.head.add("ETag", variant.etag);
+        if (vary) out.head.add("Vary", "Accept-Encoding");
+        return;
     }
 
     uint64_t offset = 0, length = variant.size;
@@ -427,10 +428,10 @@ void StaticHandler::serve(const Request& request, const ReplyContext& context, c
             length = ranges.front().length();
             break;
         case RangeResult::Unsatisfiable: {
-            std::string content_range = "Content-Range: bytes */";
+            std::string content_range = "bytes */";
             append_decimal(variant.size, content_range);
-            content_range.append("\r\n");
-            return build_error_response(416, context, out, content_range);
+            build_error_response(416, context, out);
+            return out.head.add("Content-Range", content_range);
         }
         case RangeResult::Multiple:
             // Larger: the whole representation (the parts are built in memory).
@@ -446,21 +447,20 @@ void StaticHandler::serve(const Request& request, const ReplyContext& context, c
         }
     }
 
-    begin_head(status, context.now, out);
-    out.head.append(variant.headers);
+    // The variant's fields are shared, not copied: the HTTP/1.1 engine writes
+    // their cached text in one piece (out.file keeps the variant alive).
+    begin_head(status, context.keep_alive, out);
+    out.head.set_block(variant.headers, variant.header_fields);
     if (status == 206) {
-        out.head.append("Content-Range: bytes ");
-        append_decimal(offset, out.head);
-        out.head.push_back('-');
-        append_decimal(offset + length - 1, out.head);
-        out.head.push_back('/');
-        append_decimal(variant.size, out.head);
-        out.head.append("\r\n");
+        std::string content_range = "bytes ";
+        append_decimal(offset, content_range);
+        content_range.push_back('-');
+        append_decimal(offset + length - 1, content_range);
+        content_range.push_back('/');
+        append_decimal(variant.size, content_range);
+        out.head.add("Content-Range", content_range);
     }
-    out.head.append("Content-Length: ");
-    append_decimal(length, out.head);
-    out.head.append("\r\n");
-    finish_head(context.keep_alive, context.version_minor, out);
+    out.head.content_length = length;
 
     if (context.head_request || length == 0) return;
     out.file = file;
@@ -479,14 +479,10 @@ void StaticHandler::serve(const Request& request, const ReplyContext& context, c
 
 namespace {
 
-// The Content-Type value of a variant's header lines (load_file_variant puts it first).
-std::string_view content_type_of(std::string_view headers, std::string_view& rest) {
-    constexpr std::string_view kName = "Content-Type: ";
-    rest = headers;
-    if (!headers.starts_with(kName)) return {};
-    size_t end = headers.find("\r\n");
-    rest = headers.substr(end + 2);
-    return headers.substr(kName.size(), end - kName.size());
+// The Content-Type value of a variant (load_file_variant puts it first).
+std::string_view content_type_of(const FileVariant& variant) {
+    if (variant.header_fields.empty()) return {};
+    return variant.header_fields.front().value(variant.headers);
 }
 
 // Appends `range` of the variant's bytes; false (errno set) when a read fails.
@@ -513,8 +509,7 @@ bool append_range_bytes(const FileVariant& variant, ByteRange range, std::string
 
 bool StaticHandler::build_multipart(const FileVariant& variant, const RangeSet& ranges,
                                     Response& out) {
-    std::string_view rest;
-    std::string_view content_type = content_type_of(variant.headers, rest);
+    std::string_view content_type = content_type_of(variant);
     boundary_ = make_multipart_boundary();
     out.owned_body.clear();
     for (size_t i = 0; i < ranges.count; ++i) {
@@ -527,16 +522,16 @@ bool StaticHandler::build_multipart(const FileVariant& variant, const RangeSet& 
 
 void StaticHandler::finish_multipart(const FileVariant& variant, const ReplyContext& context,
                                      Response& out) {
-    std::string_view rest;
-    content_type_of(variant.headers, rest);
-    begin_head(206, context.now, out);
+    begin_head(206, context.keep_alive, out);
     // RFC 9110 §14.6: the type of the whole is multipart/byteranges; each part
     // carries the representation's own type.
-    out.head.append("Content-Type: multipart/byteranges; boundary=").append(boundary_);
-    out.head.append("\r\n").append(rest).append("Content-Length: ");
-    append_decimal(out.owned_body.size(), out.head);
-    out.head.append("\r\n");
-    finish_head(context.keep_alive, context.version_minor, out);
+    std::string content_type = "multipart/byteranges; boundary=";
+    content_type.append(boundary_);
+    out.head.add("Content-Type", content_type);
+    std::string_view lines = variant.headers;
+    for (const FieldAt& field : std::span(variant.header_fields).subspan(1))
+        out.head.add(field.name(lines), field.value(lines));
+    out.head.content_length = out.owned_body.size();
     out.body = out.owned_body;
 }
 

@@ -50,10 +50,9 @@ public:
     static std::unique_ptr<StaticHandler> create(const StaticOptions& options, std::string& error);
 
     // Fills `out` for `request` (any method) on a static path. `keep_alive` is the
-    // connection's decision (request.keep_alive, possibly forced off); `now` feeds
-    // the Date header, `now_ms` (monotonic) the cache revalidation.
-    void handle(const Request& request, bool keep_alive, time_t now, uint64_t now_ms,
-                Response& out);
+    // connection's decision (request.keep_alive, possibly forced off); `now_ms`
+    // (monotonic) feeds the cache revalidation. The engine adds Date.
+    void handle(const Request& request, bool keep_alive, uint64_t now_ms, Response& out);
 
     // What a decoded path ("/a/b.css", "/a/") names under the root, for the
     // router's try_files: the same confinement and dotfile rule as handle().

@@ -20,8 +20,6 @@ namespace {
 
 constexpr std::string_view kStderrPath = "-";
 constexpr std::string_view kOffPath = "off";
-constexpr int kOpenFlags = O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC;
-constexpr mode_t kOpenMode = 0644;
 // Written buffers kept for reuse; more would pin memory after a burst for nothing.
 constexpr size_t kMaxSpareBuffers = 4;
 // A buffer smaller than one typical line would only churn.
@@ -83,24 +81,7 @@ std::string describe_errno(const std::string& what, const std::string& path, int
            std::strerror(error) + ")";
 }
 
-std::atomic<uid_t> log_file_uid{uid_t(-1)};
-std::atomic<gid_t> log_file_gid{gid_t(-1)};
-
-// Gives a freshly opened log file to the service user. Failing is not fatal:
-// the logger still writes; the reopen after a rotation is what would fail.
-void give_to_log_file_owner(int fd, const std::string& path) {
-    uid_t uid = log_file_uid.load();
-    gid_t gid = log_file_gid.load();
-    if ((uid != uid_t(-1) || gid != gid_t(-1)) && ::fchown(fd, uid, gid) != 0)
-        report_to_stderr(describe_errno("fchown() log file", path, errno));
-}
-
 } // namespace
-
-void set_log_file_owner(uid_t uid, gid_t gid) {
-    log_file_uid.store(uid);
-    log_file_gid.store(gid);
-}
 
 struct AsyncLogger::Buffer {
     explicit Buffer(size_t capacity)
@@ -146,14 +127,14 @@ bool AsyncLogger::start(std::string& error) {
         return false;
     }
     // stderr is duplicated so that the logger owns its descriptor like a file's.
-    UniqueFd fd(to_stderr_ ? ::fcntl(STDERR_FILENO, F_DUPFD_CLOEXEC, 0)
-                           : ::open(options_.path.c_str(), kOpenFlags, kOpenMode));
+    int open_error = 0;
+    UniqueFd fd = to_stderr_ ? UniqueFd(::fcntl(STDERR_FILENO, F_DUPFD_CLOEXEC, 0))
+                             : open_log_file(options_.path, open_error);
     if (!fd) {
         error = describe_errno(to_stderr_ ? "dup(stderr) for log" : "open() log file",
-                               options_.path, errno);
+                               options_.path, to_stderr_ ? errno : open_error);
         return false;
     }
-    if (!to_stderr_) give_to_log_file_owner(fd.get(), options_.path);
     fd_ = std::move(fd);
     write_failing_ = false;
     {
@@ -358,13 +339,14 @@ void AsyncLogger::write_drop_notice(uint64_t line_count) {
 }
 
 void AsyncLogger::reopen_file() {
-    UniqueFd fd(::open(options_.path.c_str(), kOpenFlags, kOpenMode));
+    // After the privilege drop, through the helper that kept root (log/log_file.h).
+    int error = 0;
+    UniqueFd fd = reopen_log_file(options_.path, error);
     if (!fd) {
         // Keep writing to the old file rather than losing lines.
-        report_to_stderr(describe_errno("reopen() log file", options_.path, errno));
+        report_to_stderr(describe_errno("reopen() log file", options_.path, error));
         return;
     }
-    give_to_log_file_owner(fd.get(), options_.path);
     fd_ = std::move(fd);
 }
 

@@ -11,6 +11,7 @@
 #pragma once
 
 #include "base/unique_fd.h"
+#include "log/log_file.h"
 
 #include <atomic>
 #include <condition_variable>
@@ -32,12 +33,6 @@ struct AsyncLoggerOptions {
     size_t max_queued_buffers = 16;    // full buffers waiting for the back-end before dropping
     uint32_t flush_interval_ms = 1000; // a partly filled buffer is written at least this often
 };
-
-// The user and group every log file is given to (fchown) when a logger opens
-// it from now on: lepus opens its logs as root, before it drops to --user, and
-// the service user must be able to write them and, on SIGUSR1, to reopen them
-// (as nginx does). -1 keeps the opener's. Set before the loggers start.
-void set_log_file_owner(uid_t uid, gid_t gid);
 
 class AsyncLogger {
 public:

@@ -30,6 +30,26 @@ void log_warn(const char* format, ...) __attribute__((format(printf, 1, 2)));
 void log_info(const char* format, ...) __attribute__((format(printf, 1, 2)));
 void log_debug(const char* format, ...) __attribute__((format(printf, 1, 2)));
 
+// What a line is about, as nginx's log handler adds it (", client: ..., server: ...,
+// request: ..."): a function and its data, so nothing is formatted unless a line is written.
+struct LogContext {
+    void (*append)(const void* data, std::string& out) = nullptr;
+    const void* data = nullptr;
+};
+
+// While alive, every line this thread logs ends with ", " and what `context` appends (an
+// empty context adds nothing). Scopes nest: the innermost one speaks.
+class ScopedLogContext {
+public:
+    explicit ScopedLogContext(LogContext context);
+    ~ScopedLogContext();
+    ScopedLogContext(const ScopedLogContext&) = delete;
+    ScopedLogContext& operator=(const ScopedLogContext&) = delete;
+
+private:
+    LogContext previous_;
+};
+
 // Appends one complete error-log line (prefix, message, '\n') to `out`; the logger uses it
 // for its own notices, which must not go back through log_message().
 void append_error_line(LogLevel level, std::string_view message, std::string& out);

@@ -2,7 +2,10 @@
 
 #include "base/clock.h"
 #include "base/unique_fd.h"
+#include "net/certificate_check.h"
+#include "net/tls_alpn_challenge.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <fcntl.h>
@@ -48,7 +51,7 @@ std::string unreadable(const std::string& what, const std::string& path) {
     return {};
 }
 
-bool load_certificate(SSL_CTX* context, const TlsCertificate& pair, std::string& error) {
+bool load_pair(SSL_CTX* context, const TlsCertificate& pair, std::string& error) {
     if (error = unreadable("TLS certificate", pair.cert_path); !error.empty()) return false;
     if (error = unreadable("TLS key", pair.key_path); !error.empty()) return false;
     if (SSL_CTX_use_certificate_chain_file(context, pair.cert_path.c_str()) != 1) {
@@ -68,14 +71,27 @@ bool load_certificate(SSL_CTX* context, const TlsCertificate& pair, std::string&
     // check_private_key catches a key whose type has no certificate at all.
     bool matches =
         SSL_CTX_use_PrivateKey(context, key) == 1 && SSL_CTX_check_private_key(context) == 1;
+    ERR_clear_error();
+    // A chain whose own certificate is not first loads the wrong leaf (issue 33).
+    std::string misordered = matches ? std::string() : misordered_chain(pair.cert_path, key);
     EVP_PKEY_free(key);
+    if (!misordered.empty()) {
+        error = "TLS key '" + pair.key_path + "': " + misordered;
+        return false;
+    }
     if (!matches) {
-        ERR_clear_error();
         error =
             "TLS key '" + pair.key_path + "' does not match certificate '" + pair.cert_path + "'";
         return false;
     }
     return true;
+}
+
+// load_pair(), its error prefixed with where the pair was configured ("lepus.toml:7:1: ").
+bool load_certificate(SSL_CTX* context, const TlsCertificate& pair, std::string& error) {
+    if (load_pair(context, pair, error)) return true;
+    if (!pair.origin.empty()) error = pair.origin + ": " + error;
+    return false;
 }
 
 int select_alpn(SSL*, const unsigned char** out, unsigned char* out_length,
@@ -94,7 +110,15 @@ int select_alpn(SSL*, const unsigned char** out, unsigned char* out_length,
 // chooses among the 1.3 suites itself, all of them strong, so one without AES
 // hardware can take ChaCha20. OpenSSL has one switch for both versions, so it
 // is cleared per connection here, before versions and ciphers are chosen.
-int prefer_client_order_for_tls13(SSL* ssl, int* alert, void* max_version) {
+// The ClientHello callback does this and, first, answers an ACME TLS-ALPN-01
+// validation (net/tls_alpn_challenge.h).
+int on_client_hello(SSL* ssl, int* alert, void* max_version) {
+    bool acme_challenge = false;
+    if (!answer_tls_alpn_challenge(ssl, acme_challenge)) {
+        *alert = SSL_AD_NO_APPLICATION_PROTOCOL;
+        return SSL_CLIENT_HELLO_ERROR;
+    }
+    if (acme_challenge) return SSL_CLIENT_HELLO_SUCCESS;
     if (reinterpret_cast<intptr_t>(max_version) < TLS1_3_VERSION) return SSL_CLIENT_HELLO_SUCCESS;
     const unsigned char* data = nullptr;
     size_t length = 0;
@@ -115,6 +139,10 @@ struct SniTable {
     std::unordered_map<std::string, SSL_CTX*> exact;
     std::vector<std::pair<std::string, SSL_CTX*>> wildcard; // ".example.com" for "*.example.com"
     std::vector<SSL_CTX*> owned;
+    // Names of sites whose certificate is not there yet (ACME, before the first
+    // issuance): their handshakes get an alert, not another site's certificate.
+    std::vector<std::string> refused;
+    bool on_demand = false; // unknown names: the hook, then an alert
 
     ~SniTable() {
         for (SSL_CTX* context : owned)
@@ -144,14 +172,36 @@ int sni_index() {
     return index;
 }
 
-int select_certificate(SSL* ssl, int*, void*) {
+std::atomic<UnknownNameHook> unknown_name_hook{nullptr};
+
+int select_certificate(SSL* ssl, int* alert, void*) {
     const char* name = SSL_get_servername(ssl, TLSEXT_NAMETYPE_host_name);
     if (!name) return SSL_TLSEXT_ERR_OK; // no SNI: the default certificate
     // The table hangs off the context the connection was made from.
     auto* table =
         static_cast<const SniTable*>(SSL_CTX_get_ex_data(SSL_get_SSL_CTX(ssl), sni_index()));
     if (!table) return SSL_TLSEXT_ERR_OK;
-    if (SSL_CTX* site = table->find(name)) SSL_set_SSL_CTX(ssl, site);
+    if (SSL_CTX* site = table->find(name)) {
+        SSL_set_SSL_CTX(ssl, site);
+        return SSL_TLSEXT_ERR_OK;
+    }
+    if (!table->refused.empty()) {
+        std::string lower(name);
+        for (char& c : lower)
+            if (c >= 'A' && c <= 'Z') c = char(c - 'A' + 'a');
+        if (std::find(table->refused.begin(), table->refused.end(), lower) !=
+            table->refused.end()) {
+            *alert = SSL_AD_UNRECOGNIZED_NAME; // RFC 6066 §3
+            return SSL_TLSEXT_ERR_ALERT_FATAL;
+        }
+    }
+    if (table->on_demand) {
+        // Not issued yet: this handshake fails, the ACME thread asks and orders,
+        // and a later one gets the certificate (a reactor cannot wait for a CA).
+        if (UnknownNameHook hook = unknown_name_hook.load(std::memory_order_acquire)) hook(name);
+        *alert = SSL_AD_UNRECOGNIZED_NAME;
+        return SSL_TLSEXT_ERR_ALERT_FATAL;
+    }
     return SSL_TLSEXT_ERR_OK; // an unknown name gets the default, as nginx does
 }
 
@@ -175,7 +225,7 @@ SSL_CTX* make_context(const TlsSettings& settings, std::string& error) {
                                      SSL_OP_NO_COMPRESSION | SSL_OP_CIPHER_SERVER_PREFERENCE);
     if (settings.ktls) SSL_CTX_set_options(context, SSL_OP_ENABLE_KTLS);
     // OpenSSL's callback argument is a pointer: the version travels in it.
-    SSL_CTX_set_client_hello_cb(context, prefer_client_order_for_tls13,
+    SSL_CTX_set_client_hello_cb(context, on_client_hello,
                                 // NOLINTNEXTLINE(performance-no-int-to-ptr)
                                 reinterpret_cast<void*>(intptr_t(max_version)));
     // RELEASE_BUFFERS: an idle connection gives its 34 KiB of record buffers
@@ -271,7 +321,7 @@ bool parse_tls_protocols(std::string_view text, int& min_version, int& max_versi
 }
 
 SslContextRef build_tls_context(const TlsSettings& settings, std::string& error) {
-    if (settings.default_certificates.empty()) {
+    if (settings.default_certificates.empty() && settings.sites.empty() && !settings.on_demand) {
         error = "a TLS listener needs a certificate: --tls-cert and --tls-key";
         return {};
     }
@@ -280,6 +330,14 @@ SslContextRef build_tls_context(const TlsSettings& settings, std::string& error)
     if (!context) return {};
     auto table = std::make_unique<SniTable>();
     for (const TlsSite& site : settings.sites) {
+        if (site.certificates.empty()) { // an ACME site before its first certificate
+            for (std::string name : site.names) {
+                for (char& c : name)
+                    if (c >= 'A' && c <= 'Z') c = char(c - 'A' + 'a');
+                table->refused.push_back(name);
+            }
+            continue;
+        }
         SSL_CTX* site_context = make_context_with(settings, site.certificates, error);
         if (!site_context) return {};
         table->owned.push_back(site_context);
@@ -292,9 +350,14 @@ SslContextRef build_tls_context(const TlsSettings& settings, std::string& error)
                 table->exact.emplace(name, site_context); // the first site naming it wins
         }
     }
+    table->on_demand = settings.on_demand;
     SSL_CTX_set_tlsext_servername_callback(context.get(), select_certificate);
     SSL_CTX_set_ex_data(context.get(), sni_index(), table.release());
     return context;
+}
+
+void set_unknown_name_hook(UnknownNameHook hook) {
+    unknown_name_hook.store(hook, std::memory_order_release);
 }
 
 // --- TicketKeyring ---

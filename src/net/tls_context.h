@@ -31,12 +31,13 @@ namespace lepus {
 struct TlsCertificate {
     std::string cert_path;
     std::string key_path;
+    std::string origin = {}; // where it was configured ("lepus.toml:7:1"), for messages
 };
 
 // The certificates of one site, for the names it serves.
 struct TlsSite {
-    std::vector<std::string> names; // "example.com", "*.example.com"
-    std::vector<TlsCertificate> certificates;
+    std::vector<std::string> names;           // "example.com", "*.example.com"
+    std::vector<TlsCertificate> certificates; // none: refused with an alert (ACME, not issued yet)
 };
 
 struct TlsSettings {
@@ -54,7 +55,15 @@ struct TlsSettings {
     // connection sends (and files go out by SSL_sendfile) when the cipher is
     // one Linux's tls module knows. Set only when kernel_offers_ktls().
     bool ktls = false;
+    // On-demand certificates (ACME): a name no site has is refused with an
+    // alert and handed to the unknown-name hook, instead of getting the default.
+    bool on_demand = false;
 };
+
+// The hook of TlsSettings::on_demand: called on a reactor during a handshake
+// with a name that has no certificate; must only queue it (no blocking).
+using UnknownNameHook = void (*)(std::string_view name);
+void set_unknown_name_hook(UnknownNameHook hook);
 
 // Whether this kernel has Linux's `tls` upper-layer protocol (the module is
 // loaded, or loads on first use). Asked once; later calls give the same answer.

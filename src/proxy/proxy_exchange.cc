@@ -2,6 +2,7 @@
 
 #include "base/ascii.h"
 #include "http/compress.h"
+#include "http/exchange_log.h"
 #include "log/error_log.h"
 
 #include <algorithm>
@@ -141,6 +142,14 @@ ProxyExchange::ProxyExchange(BackendGroup& group, Exchange& exchange, const Prox
         host_ = address.starts_with("unix:") ? "localhost" : address;
     }
     chunked_ = exchange.request->chunked;
+    server_.assign(target.server);
+    // The pool is read when a line is written: after a fail-over it names the new backend.
+    log_context = {[](const void* self, std::string& out) {
+                       const auto& proxy = *static_cast<const ProxyExchange*>(self);
+                       append_exchange_context(proxy.exchange_, proxy.server_,
+                                               proxy.pool_->options().address.text, out);
+                   },
+                   this};
 }
 
 size_t ProxyExchange::offer_body(std::span<const char> data) {

@@ -35,7 +35,8 @@ using BackendGroup = upstream::Group;
 
 // What the router resolved for the request.
 struct ProxyTarget {
-    std::string_view host; // `host = "..."` of the site; empty: the client's Host
+    std::string_view host;        // `host = "..."` of the site; empty: the client's Host
+    std::string_view server = {}; // the site's name, for the error log's context
 };
 
 class ProxyExchange final : public upstream::BackendStream {
@@ -52,6 +53,7 @@ private:
     bool wants_tunnel() const override;
 
     std::string host_;
+    std::string server_;          // ProxyTarget::server
     std::vector<Header> headers_; // the backend's, without its hop-by-hop fields
     bool chunked_ = false;        // the body goes chunked (the client's was)
     bool body_ended_ = false;

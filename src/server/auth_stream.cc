@@ -44,6 +44,7 @@ StreamState AuthStream::poll() {
 
 void AuthStream::on_verdict(bool granted) {
     verdict_ = granted;
+    unknown_user_ = check_->unknown_user;
     check_->waiter = nullptr;
     check_.reset();
     exchange_.listener->on_exchange_progress();
@@ -55,9 +56,9 @@ void AuthStream::route() {
     // its own): step aside while it does, then take what it made as the
     // inner answer.
     std::unique_ptr<ResponseStream> current = std::move(exchange_.stream);
-    exchange_.stream_headers.clear(); // the router adds the site's header rules again
+    exchange_.stream_fields.clear(); // the router adds the site's header rules again
     exchange_.response.reset();
-    router_.resume(exchange_, *verdict_, user_, rule_);
+    router_.resume(exchange_, *verdict_, user_, rule_, unknown_user_);
     if (exchange_.stream)
         inner_ = std::move(exchange_.stream);
     else

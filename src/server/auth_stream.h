@@ -33,7 +33,7 @@ public:
     void consume(size_t bytes) override { inner_->consume(bytes); }
     bool ended() const override { return inner_->ended(); }
     int error_status() const override { return inner_->error_status(); }
-    std::string_view error_headers() const override { return inner_->error_headers(); }
+    std::span<const Header> error_fields() const override { return inner_->error_fields(); }
     void release() override;
 
     void on_verdict(bool granted) override;
@@ -49,6 +49,7 @@ private:
     std::string user_;
     std::shared_ptr<AuthCheck> check_; // until the verdict, or the client leaves
     std::optional<bool> verdict_;
+    bool unknown_user_ = false; // the check's, for the error log
     std::unique_ptr<ResponseStream> inner_;
     bool body_ended_ = false;
 };

@@ -1,11 +1,13 @@
 #include "server/config_file.h"
 
 #include "base/units.h"
+#include "log/access_log_format.h"
 #include "server/detail/config_reader.h"
 
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <glob.h>
 #include <toml++/toml.h>
 #include <unistd.h>
 
@@ -27,12 +29,54 @@ std::optional<std::string> detail::scalar_text(const toml::node& node) {
 namespace {
 
 using detail::config_position;
+
+// Parses `path` into `table`; false with one message when it cannot be read or parsed.
+bool parse_toml(const std::string& path, toml::table& table, std::vector<std::string>& errors) {
+    try {
+        table = toml::parse_file(path);
+    } catch (const toml::parse_error& e) {
+        if (e.source().begin.line == 0) // the file itself could not be read
+            errors.push_back(path + ": cannot read: " + std::string(e.description()));
+        else
+            errors.push_back(config_position(path, e.source()) + ": " +
+                             std::string(e.description()));
+        return false;
+    }
+    return true;
+}
+
+// toml++ keeps keys sorted by name; problems are reported in file order
+// (errors[from...], each "PATH:LINE:COLUMN: what").
+void sort_by_position(const std::string& path, std::vector<std::string>& errors, size_t from) {
+    auto line_of = [&](const std::string& message) {
+        size_t at = message.find(':', path.size());
+        return std::atol(message.c_str() + at + 1) * 100000 +
+               std::atol(message.c_str() + message.find(':', at + 1) + 1);
+    };
+    std::stable_sort(
+        errors.begin() + long(from), errors.end(),
+        [&](const std::string& a, const std::string& b) { return line_of(a) < line_of(b); });
+}
+
 using detail::ConfigReader;
 using detail::scalar_text;
 
 class Reader : public ConfigReader {
 public:
     using ConfigReader::ConfigReader;
+
+    // nginx writes `index index.php index.html;`: here that is one file name
+    // with a space, which no request would ever find. False after an error.
+    bool refuse_spaced_index(const toml::node& node, const std::vector<std::string>& files) {
+        for (const std::string& file : files)
+            if (file.find_first_of(" \t") != std::string::npos) {
+                error(node, "'index' is a list of file names: write [\"" +
+                                file.substr(0, file.find_first_of(" \t")) +
+                                "\", ...], not one string with spaces");
+                return false;
+            }
+        return true;
+    }
 
     void top_level(const toml::table& table, ConfigFile& out) {
         for (auto&& [key, node] : table) {
@@ -41,10 +85,29 @@ public:
                 sites(node, out);
                 continue;
             }
+            if (name == "include") {
+                includes(node, out);
+                continue;
+            }
+            if (name == "fastcgi_params") {
+                // A table here, one --fastcgi-param NAME=VALUE each on the command line.
+                std::vector<std::pair<std::string, std::string>> params;
+                detail::read_fastcgi_params(*this, node, params);
+                out.origins["--fastcgi-param"] = config_position(path_, node.source());
+                for (auto& [param, value] : params) {
+                    out.arguments.emplace_back("--fastcgi-param");
+                    out.arguments.push_back(param);
+                    out.arguments.back().append("=").append(value);
+                }
+                continue;
+            }
             if (name == "config") {
                 error(node, "'config' cannot name another file");
                 continue;
             }
+            if (name == "index")
+                if (auto files = strings(node, name); files && !refuse_spaced_index(node, *files))
+                    continue;
             std::string option = "--" + name;
             std::replace(option.begin() + 2, option.end(), '_', '-');
             out.origins[option] = config_position(path_, node.source());
@@ -92,13 +155,68 @@ public:
             if (site.root.empty()) error(item, "[[site]] needs a 'root'");
             out.sites.push_back(std::move(site));
         }
+    }
+
+    // `include = ["/etc/lepus/sites.d/*.toml"]`: each pattern's files, in the
+    // sorted order of glob(3) (the conf.d habit), add their [[site]] blocks
+    // after the ones of the files before. A relative pattern is relative to
+    // this file's folder; a pattern that matches nothing is fine (an empty
+    // sites.d), a plain path that does not exist is not. The included files'
+    // errors, each in its own file's order, go to `included_errors_`.
+    void includes(const toml::node& node, ConfigFile& out) {
+        auto patterns = strings(node, "include");
+        if (!patterns) return;
+        std::string folder = path_.substr(0, path_.rfind('/') + 1);
+        for (const std::string& pattern : *patterns) {
+            std::string full = pattern.starts_with('/') ? pattern : folder + pattern;
+            glob_t found{};
+            int status = glob(full.c_str(), GLOB_ERR, nullptr, &found);
+            std::vector<std::string> files(found.gl_pathv, found.gl_pathv + found.gl_pathc);
+            globfree(&found);
+            if (status == GLOB_NOMATCH && full.find_first_of("*?[") == std::string::npos)
+                error(node, "include: '" + full + "' does not exist");
+            else if (status != 0 && status != GLOB_NOMATCH)
+                error(node, "include: cannot read the files of '" + full + "'");
+            for (const std::string& file : files)
+                include_file(file, out);
+        }
+    }
+
+    void include_file(const std::string& file, ConfigFile& out) {
+        std::vector<std::string> errors;
+        toml::table table;
+        if (!parse_toml(file, table, errors)) {
+            included_errors_.insert(included_errors_.end(), errors.begin(), errors.end());
+            return;
+        }
+        Reader reader(file, errors);
+        for (auto&& [key, node] : table) {
+            if (key.str() == "site")
+                reader.sites(node, out);
+            else
+                reader.error(node, "'" + std::string(key.str()) +
+                                       "' in an included file: it may hold only [[site]] blocks");
+        }
+        sort_by_position(file, errors, 0);
+        included_errors_.insert(included_errors_.end(), errors.begin(), errors.end());
+    }
+
+    // After every file: the first site is the default when none says so.
+    void choose_default_site(ConfigFile& out) {
         bool any_default = std::any_of(out.sites.begin(), out.sites.end(),
                                        [](const SiteConfig& s) { return s.is_default; });
         if (!any_default && !out.sites.empty()) out.sites.front().is_default = true;
-        if (std::count_if(out.sites.begin(), out.sites.end(),
-                          [](const SiteConfig& s) { return s.is_default; }) > 1)
-            error(node, "more than one [[site]] has default = true");
+        const SiteConfig* first = nullptr;
+        for (const SiteConfig& site : out.sites) {
+            if (!site.is_default) continue;
+            if (first)
+                errors_.push_back(site.origin + ": more than one [[site]] has default = true (" +
+                                  first->origin + " too)");
+            first = &site;
+        }
     }
+
+    std::vector<std::string> included_errors_;
 
     void try_files(const toml::node& node, std::string_view name, SiteConfig& site) {
         std::optional<std::vector<std::string>> words;
@@ -130,15 +248,7 @@ public:
                 if (auto root = string(node, name)) site.root = *root;
             } else if (name == "index") {
                 site.index = strings(node, name);
-                // nginx writes `index index.php index.html;`: here that is one
-                // file name with a space, which no request would ever find.
-                for (const std::string& file : site.index.value_or(std::vector<std::string>{}))
-                    if (file.find_first_of(" \t") != std::string::npos) {
-                        error(node, "'index' is a list of file names: write [\"" +
-                                        file.substr(0, file.find_first_of(" \t")) +
-                                        "\", ...], not one string with spaces");
-                        break;
-                    }
+                if (site.index) refuse_spaced_index(node, *site.index);
             } else if (name == "autoindex") {
                 site.autoindex = boolean(node, name);
             } else if (name == "dotfiles") {
@@ -149,8 +259,19 @@ public:
                     site.dotfiles_allow = *text == "allow";
             } else if (name == "access_log") {
                 site.access_log = string(node, name);
+            } else if (name == "access_log_format") {
+                std::string message;
+                auto text = string(node, name);
+                auto format = text ? AccessLogFormat::compile(*text, message) : std::nullopt;
+                if (format)
+                    site.access_log_format =
+                        std::make_shared<const AccessLogFormat>(std::move(*format));
+                else if (text)
+                    error(node, message);
             } else if (name == "fastcgi") {
                 detail::read_fastcgi(*this, node, site);
+            } else if (name == "fastcgi_params") {
+                detail::read_fastcgi_params(*this, node, site.fastcgi_params);
             } else if (name == "proxy") {
                 detail::read_proxy(*this, node, site);
             } else if (name == "error_page") {
@@ -161,6 +282,12 @@ public:
                 detail::read_redirects(*this, node, site);
             } else if (name == "tls") {
                 detail::read_tls(*this, node, site);
+            } else if (name == "access") {
+                detail::read_access_rules(*this, node, site);
+            } else if (name == "limits") {
+                detail::read_limit_rules(*this, node, site);
+            } else if (name == "conn_limit") {
+                detail::read_conn_limit(*this, node, site);
             } else if (name == "https_redirect") {
                 https_redirect(node, site);
             } else if (name == "symlinks") {
@@ -182,6 +309,8 @@ public:
                     error(node, message);
             } else if (name == "auth") {
                 detail::read_auth_rules(*this, node, site);
+            } else if (name == "locations") {
+                detail::read_locations(*this, node, site);
             } else {
                 error(node, "unknown key '" + std::string(name) + "' in [[site]]");
             }
@@ -233,27 +362,12 @@ public:
 bool load_config_file(const std::string& path, ConfigFile& out, std::vector<std::string>& errors) {
     size_t errors_before = errors.size();
     toml::table table;
-    try {
-        table = toml::parse_file(path);
-    } catch (const toml::parse_error& e) {
-        if (e.source().begin.line == 0) // the file itself could not be read
-            errors.push_back(path + ": cannot read: " + std::string(e.description()));
-        else
-            errors.push_back(config_position(path, e.source()) + ": " +
-                             std::string(e.description()));
-        return false;
-    }
+    if (!parse_toml(path, table, errors)) return false;
     Reader reader(path, errors);
     reader.top_level(table, out);
-    // toml++ keeps keys sorted by name; report problems in file order.
-    auto line_of = [&](const std::string& message) {
-        size_t at = message.find(':', path.size());
-        return std::atol(message.c_str() + at + 1) * 100000 +
-               std::atol(message.c_str() + message.find(':', at + 1) + 1);
-    };
-    std::stable_sort(
-        errors.begin() + long(errors_before), errors.end(),
-        [&](const std::string& a, const std::string& b) { return line_of(a) < line_of(b); });
+    sort_by_position(path, errors, errors_before);
+    errors.insert(errors.end(), reader.included_errors_.begin(), reader.included_errors_.end());
+    reader.choose_default_site(out);
     return errors.size() == errors_before;
 }
 

@@ -7,6 +7,7 @@
 // command line win. `[[site]]` blocks describe virtual hosts.
 #pragma once
 
+#include "net/cidr.h"
 #include "server/try_files.h"
 #include "server/x_accel.h"
 #include "upstream/group.h"
@@ -16,6 +17,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace lepus {
@@ -27,10 +29,24 @@ struct HeaderRule {
     std::string value;
 };
 
+class PathPattern;
+class AccessLogFormat;
+
+// `redirects = [...]` in a [[site]], tried in their order, the first that
+// matches the decoded path wins (as nginx's rewrite directives run in order):
+//   { from = "/old", to = "/new" }                      exactly this path
+//   { from = "/old/", to = "/new/", prefix = true }     /old/a?b -> /new/a?b
+//   { pattern = "^/blog/(\\d+)/(.*)$", to = "/posts/$1/$2" }   PCRE2, $1..$9
+// With `rewrite = true` the request is served as `to` instead (nginx's
+// `rewrite ... last`: same method, headers and body, no round trip).
 struct Redirect {
-    std::string from; // exact path
+    std::string from; // exact path, or with `prefix` a path prefix
     std::string to;   // URL or path
     int status = 301; // 301, 302, 307 or 308
+    bool prefix = false;
+    bool rewrite = false;
+    std::string pattern = {};                         // instead of `from`
+    std::shared_ptr<const PathPattern> compiled = {}; // `pattern`, compiled when read
 };
 
 struct SiteFastCgi {
@@ -59,6 +75,7 @@ struct SiteProxy {
 struct SiteTls {
     std::string cert; // PEM, the chain after the leaf
     std::string key;
+    std::string origin = {}; // "lepus.toml:9:7", for messages
 };
 
 class Htpasswd;
@@ -80,6 +97,44 @@ struct AuthRule {
     std::string origin;                    // "lepus.toml:12:1", for messages
 };
 
+// `access = [{ paths = ["/admin/"], allow = ["10.0.0.0/8"], deny = ["0.0.0.0/0", "::/0"] }]`
+// in a [[site]]: nginx's allow / deny for the paths under these prefixes (the
+// longest prefix of any rule wins; no paths: the whole site). Within the rule
+// allow is checked before deny; an address in neither passes; a denied one gets 403.
+struct AccessRule {
+    std::vector<std::string> paths = {"/"}; // prefixes of the decoded, normalised path
+    std::vector<Cidr> allow, deny;
+    std::string origin; // "lepus.toml:12:1", for messages
+};
+
+// `limits = [{ paths = ["/wp-login.php"], rate = "10r/m", burst = 5, nodelay = true }]`
+// in a [[site]]: nginx's limit_req per client address (server/limits.h).
+struct LimitRule {
+    std::vector<std::string> paths = {"/"}; // prefixes of the decoded, normalised path
+    uint64_t rate = 0;                      // requests per 1000 s (nginx's unit: "10r/m" is 166)
+    uint64_t burst = 0; // requests beyond the rate let through (delayed without nodelay)
+    bool nodelay = false;
+    int status = 429;   // `status = N`: the answer over the limit (4xx or 5xx)
+    uint32_t zone = 0;  // the rule's keys in the client table (unique per rule read)
+    std::string origin; // "lepus.toml:12:1", for messages
+};
+
+// `locations = [{ path = "/wp-content/", root = "/var/lib/wordpress/wp-content" }]`
+// in a [[site]]: the paths under `path` are files of `root`, the prefix cut
+// off (nginx's `location /wp-content/ { alias ...; }`: /wp-content/uploads/a.jpg
+// is ROOT/uploads/a.jpg). `exact = true` matches the one path only (nginx's
+// `location =`). An exact location wins, then the longest prefix.
+struct SiteLocation {
+    std::string path;
+    std::string root;
+    bool exact = false;
+    // "static": files only, the default (a path the site would run as a
+    // script answers 403 there, never its source); "fastcgi": scripts under
+    // the root go to the site's backend, with this root as DOCUMENT_ROOT.
+    std::string handler = "static";
+    std::string origin; // "lepus.toml:12:1", for messages
+};
+
 struct SiteConfig {
     std::vector<std::string> server_names; // "example.com", "*.example.com"
     bool is_default = false;               // `default = true`, or the first site
@@ -89,12 +144,18 @@ struct SiteConfig {
     std::optional<bool> request_buffering; // false: bodies stream to the backend
     std::optional<std::string> symlinks;   // "beneath", "follow", "owner"
     std::optional<std::string> access_log;
+    // `access_log_format`: "combined", "json" or a text with $variables,
+    // compiled when read; null: the top level's (--access-log-format).
+    std::shared_ptr<const AccessLogFormat> access_log_format;
     std::optional<SiteFastCgi> fastcgi;
+    // `fastcgi_params = { SERVER_SOFTWARE = "nginx" }`: on top of --fastcgi-param.
+    std::vector<std::pair<std::string, std::string>> fastcgi_params;
     std::optional<SiteProxy> proxy;
     std::map<int, std::string> error_pages; // status -> path under the root
     std::vector<HeaderRule> headers;
     std::vector<Redirect> redirects;
     std::vector<SiteTls> tls; // chosen by SNI among the server_names
+    bool tls_acme = false;    // tls = "acme": from the ACME CA (server/acme_options.h)
     // `https_redirect = true | PORT`: a request that came over plain HTTP gets
     // 301 to https://HOST[:PORT]/same-target (0: off; 443 is written without a port).
     uint16_t https_redirect = 0;
@@ -102,8 +163,15 @@ struct SiteConfig {
     std::optional<TryFiles> try_files;
     // `x_accel = "/protected/=/srv/files"` (server/x_accel.h); nullopt: the top level's.
     std::optional<XAccel> x_accel;
-    std::vector<AuthRule> auth; // `auth = [...]` (see AuthRule)
-    std::string origin;         // "lepus.toml:12:1", for messages
+    std::vector<AuthRule> auth;     // `auth = [...]` (see AuthRule)
+    std::vector<AccessRule> access; // `access = [...]` (see AccessRule)
+    std::vector<LimitRule> limits;  // `limits = [...]` (see LimitRule)
+    // `conn_limit = N`: requests in progress (connections, HTTP/2 streams) per
+    // client address on this site; 0: --conn-limit's, counted over all sites.
+    unsigned conn_limit = 0;
+    uint32_t conn_zone = 0; // its keys in the client table
+    std::vector<SiteLocation> locations; // `locations = [...]` (see SiteLocation)
+    std::string origin;     // "lepus.toml:12:1", for messages
 };
 
 struct ConfigFile {

@@ -1,6 +1,8 @@
 // The [[site]] keys whose values are tables: fastcgi, proxy, error_page,
 // headers, auth, redirects, tls (detail/config_reader.h).
+#include "fastcgi/cgi_params.h"
 #include "server/detail/config_reader.h"
+#include "server/path_pattern.h"
 
 #include <algorithm>
 #include <cstdlib>
@@ -49,6 +51,26 @@ public:
         if (fastcgi.addresses.empty()) error(node, "fastcgi needs an 'address'");
         check_balancing(node, "fastcgi", fastcgi.addresses.size(), fastcgi.balancing);
         site.fastcgi = fastcgi;
+    }
+
+    void fastcgi_params(const toml::node& node,
+                        std::vector<std::pair<std::string, std::string>>& params) {
+        const toml::table* table = node.as_table();
+        if (!table)
+            return error(node, R"('fastcgi_params' is a table: { SERVER_SOFTWARE = "nginx" })");
+        for (auto&& [key, value] : *table) {
+            std::string name(key.str());
+            if (std::string message = fastcgi::cgi_param_name_error(name); !message.empty()) {
+                error(value, message);
+                continue;
+            }
+            // Strings, and numbers written as text (a port, a flag as 1).
+            auto text = value.is_boolean() ? std::nullopt : scalar_text(value);
+            if (!text)
+                error(value, "fastcgi_params." + name + " must be a string");
+            else
+                params.emplace_back(name, *text);
+        }
     }
 
     // `proxy = "ADDRESS"` or a table (config_file.h: SiteProxy).
@@ -261,36 +283,69 @@ public:
         const toml::array* array = node.as_array();
         if (!array || !array->is_array_of_tables())
             return error(node, "'redirects' is a list of {from, to, status} tables");
-        for (const toml::node& item : *array) {
-            Redirect redirect;
-            for (auto&& [key, value] : *item.as_table()) {
-                std::string_view name = key.str();
-                if (name == "from" || name == "to") {
-                    auto text = string(value, name);
-                    if (text) (name == "from" ? redirect.from : redirect.to) = *text;
-                } else if (name == "status") {
-                    auto status = value.is_integer() ? value.value<int64_t>() : std::nullopt;
-                    if (!status ||
-                        (*status != 301 && *status != 302 && *status != 307 && *status != 308))
-                        error(value, "redirect status is 301, 302, 307 or 308");
-                    else
-                        redirect.status = int(*status);
-                } else {
-                    error(value, "unknown key '" + std::string(name) + "' in redirects");
-                }
+        for (const toml::node& item : *array)
+            redirect(item, site);
+    }
+
+    void redirect(const toml::node& item, SiteConfig& site) {
+        Redirect redirect;
+        bool has_status = false;
+        for (auto&& [key, value] : *item.as_table()) {
+            std::string_view name = key.str();
+            if (name == "from" || name == "to" || name == "pattern") {
+                auto text = string(value, name);
+                if (text)
+                    (name == "from" ? redirect.from
+                     : name == "to" ? redirect.to
+                                    : redirect.pattern) = *text;
+            } else if (name == "prefix" || name == "rewrite") {
+                if (auto on = boolean(value, name))
+                    (name == "prefix" ? redirect.prefix : redirect.rewrite) = *on;
+            } else if (name == "status") {
+                auto status = value.is_integer() ? value.value<int64_t>() : std::nullopt;
+                has_status = true;
+                if (!status ||
+                    (*status != 301 && *status != 302 && *status != 307 && *status != 308))
+                    error(value, "redirect status is 301, 302, 307 or 308");
+                else
+                    redirect.status = int(*status);
+            } else {
+                error(value, "unknown key '" + std::string(name) + "' in redirects");
             }
-            if (!redirect.from.starts_with("/") || redirect.to.empty() ||
-                redirect.to.find_first_of("\r\n") != std::string::npos)
-                error(item, "a redirect needs from (a path) and to");
-            else
-                site.redirects.push_back(redirect);
         }
+        if (redirect.from.empty() == redirect.pattern.empty())
+            return error(item, "a redirect needs from (a path) or pattern, not both");
+        if (!redirect.pattern.empty() && redirect.prefix)
+            return error(item, "prefix = true goes with from, not with pattern");
+        if ((!redirect.from.empty() && !redirect.from.starts_with("/")) || redirect.to.empty() ||
+            redirect.to.find_first_of("\r\n") != std::string::npos)
+            return error(item, "a redirect needs from (a path) and to");
+        if (redirect.rewrite && (!redirect.to.starts_with("/") || has_status))
+            return error(item, "a rewrite goes to a path of the site (to = \"/...\") and has no "
+                               "status");
+        if (!redirect.pattern.empty()) {
+            std::string message;
+            auto pattern = PathPattern::compile(redirect.pattern, message);
+            if (pattern) message = substitution_error(redirect.to, pattern->capture_count());
+            if (!message.empty()) return error(item, message);
+            redirect.compiled = std::make_shared<const PathPattern>(std::move(*pattern));
+        }
+        site.redirects.push_back(std::move(redirect));
     }
 
     // tls = { cert, key }, or [{ cert, key }, ...] for an RSA and an ECDSA pair.
+    // Or tls = "acme": certificates from the ACME CA for the server_names (issue 34).
     void tls(const toml::node& node, SiteConfig& site) {
+        if (auto text = node.value<std::string>()) {
+            if (*text == "acme")
+                site.tls_acme = true;
+            else
+                error(node, R"('tls' is "acme" or a table { cert = "...", key = "..." })");
+            return;
+        }
         auto pair = [&](const toml::table& table, const toml::node& where) {
             SiteTls tls;
+            tls.origin = config_position(path(), where.source());
             for (auto&& [key, value] : table) {
                 std::string_view name = key.str();
                 if (name != "cert" && name != "key") {
@@ -318,6 +373,11 @@ public:
 
 void read_fastcgi(ConfigReader& reader, const toml::node& node, SiteConfig& site) {
     SiteTables(reader).fastcgi(node, site);
+}
+
+void read_fastcgi_params(ConfigReader& reader, const toml::node& node,
+                         std::vector<std::pair<std::string, std::string>>& params) {
+    SiteTables(reader).fastcgi_params(node, params);
 }
 
 void read_proxy(ConfigReader& reader, const toml::node& node, SiteConfig& site) {

@@ -13,24 +13,10 @@ bool is_one_of(std::string_view name, std::initializer_list<std::string_view> na
     return false;
 }
 
-// Appends the header lines of `head` (status line and final empty line
-// skipped) for which keep(name) is true.
-template <typename Keep> void copy_headers(std::string_view head, Keep keep, std::string& out) {
-    size_t line_end = head.find("\r\n");
-    while (line_end != std::string_view::npos) {
-        size_t start = line_end + 2;
-        line_end = head.find("\r\n", start);
-        if (line_end == std::string_view::npos || line_end == start) break;
-        std::string_view line = head.substr(start, line_end - start);
-        std::string_view name = line.substr(0, line.find(':'));
-        if (keep(name)) out.append(line).append("\r\n");
-    }
-}
-
 } // namespace
 
 bool apply_error_page(StaticHandler& files, const Request& request, std::string_view page,
-                      time_t now, uint64_t now_ms, Response& response, Response& scratch) {
+                      uint64_t now_ms, Response& response, Response& scratch) {
     // The page is fetched as a plain GET of its path (nginx turns any method
     // into GET for it; HEAD stays HEAD), with no validators and no Range: a
     // conditional or partial error page would make no sense.
@@ -43,34 +29,24 @@ bool apply_error_page(StaticHandler& files, const Request& request, std::string_
     fetch.host = request.host;
     fetch.keep_alive = response.keep_alive;
     fetch.accept_encoding = request.accept_encoding;
-    files.handle(fetch, response.keep_alive, now, now_ms, scratch);
-    if (scratch.status != 200) {
+    files.handle(fetch, response.keep_alive, now_ms, scratch);
+    if (scratch.head.status != 200) {
         scratch.reset();
         return false;
     }
 
     // What the original answer said about the error (Allow for 405, Content-Range
-    // for 416, Retry-After for 503) stays; the headers of its built-in body go,
-    // and of the page's only those describing its content (no ETag,
-    // Last-Modified or Accept-Ranges: they would describe the page, not the error).
-    std::string extras;
-    copy_headers(
-        response.head,
-        [](std::string_view name) {
-            return !is_one_of(name, {"Date", "Server", "Content-Type", "Content-Length",
-                                     "Content-Encoding", "Vary", "Connection", "Keep-Alive"});
-        },
-        extras);
-    copy_headers(
-        scratch.head,
-        [](std::string_view name) {
-            return is_one_of(name, {"Content-Type", "Content-Encoding", "Vary", "Content-Length"});
-        },
-        extras);
-    bool keep_alive = response.keep_alive;
-    begin_head(response.status, now, response); // the original status line
-    response.head.append(extras);
-    finish_head(keep_alive, request.version_minor, response);
+    // for 416, Retry-After for 503) stays, and its status; the fields of its
+    // built-in body go, and of the page's only those describing its content
+    // (no ETag, Last-Modified or Accept-Ranges: they would describe the page,
+    // not the error).
+    for (std::string_view name : {"Content-Type", "Content-Encoding", "Vary"})
+        response.head.remove(name);
+    scratch.head.for_each([&](std::string_view name, std::string_view value) {
+        if (is_one_of(name, {"Content-Type", "Content-Encoding", "Vary"}))
+            response.head.add(name, value);
+    });
+    response.head.content_length = scratch.head.content_length;
     response.owned_body.clear();
     response.body = scratch.body; // into the cached file, kept alive by `file`
     const char* owned = scratch.owned_body.data();

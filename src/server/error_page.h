@@ -29,6 +29,6 @@ namespace lepus {
 // result is false: an error page never leads to another error. `scratch` is
 // working space (kept by the caller so that its capacity is reused).
 bool apply_error_page(StaticHandler& files, const Request& request, std::string_view page,
-                      time_t now, uint64_t now_ms, Response& response, Response& scratch);
+                      uint64_t now_ms, Response& response, Response& scratch);
 
 } // namespace lepus

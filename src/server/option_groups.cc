@@ -2,6 +2,7 @@
 #include "server/detail/option_groups.h"
 
 #include "base/units.h"
+#include "fastcgi/cgi_params.h"
 #include "log/log_level.h"
 #include "net/cidr.h"
 #include "net/socket.h"
@@ -172,6 +173,21 @@ void add_listening_options(CLI::App& app, ServerOptions& options, OptionTexts& t
     app.add_option("--max-connections", options.max_connections,
                    "Connections above this get 503 (default: from RLIMIT_NOFILE)")
         ->check(CLI::Range(int64_t{1}, int64_t{1} << 40));
+    app.add_option("--conn-limit", options.conn_limit,
+                   "Requests in progress (connections, HTTP/2 streams) per client address; "
+                   "above it 503 (0: off)")
+        ->check(CLI::Range(0u, 1u << 20));
+    app.add_option("--limit-memory", texts.limit_memory,
+                   "Memory for the per-client state of the limits (LRU beyond it)")
+        ->capture_default_str()
+        ->check(CLI::Validator(
+            [](std::string& text) -> std::string {
+                auto size = parse_size(text);
+                if (!size || *size < (uint64_t{64} << 10) || *size > (uint64_t{64} << 30))
+                    return "'" + text + "' is not a size from 64k to 64g (e.g. 16m)";
+                return {};
+            },
+            "SIZE"));
 }
 
 void add_log_and_limit_options(CLI::App& app, ServerOptions& options, OptionTexts& texts) {
@@ -185,6 +201,10 @@ void add_log_and_limit_options(CLI::App& app, ServerOptions& options, OptionText
     std::string& max_body_size = texts.max_body_size;
     app.option_defaults()->group("Logs");
     app.add_option("--access-log", options.access_log, "Access log: PATH, - (stderr) or off")
+        ->capture_default_str();
+    app.add_option("--access-log-format", options.access_log_format_text,
+                   "combined, json (one object per line) or nginx's log_format text with "
+                   "$variables ('$remote_addr \"$request\" $status $request_time')")
         ->capture_default_str();
     app.add_option("--error-log", options.error_log, "Error log: PATH or - (stderr)")
         ->capture_default_str();
@@ -210,6 +230,11 @@ void add_log_and_limit_options(CLI::App& app, ServerOptions& options, OptionText
                    "holds no backend connection); off: stream it")
         ->capture_default_str()
         ->check(CLI::IsMember({"on", "off"}));
+    app.add_option("--min-body-rate", options.min_body_rate,
+                   "Bytes/s a body streamed to a backend (request buffering off) must keep up "
+                   "over each --body-timeout, or it is cut off (0: off)")
+        ->capture_default_str()
+        ->check(CLI::Range(uint64_t{0}, uint64_t{1} << 30)); // no overflow times a timeout
     app.add_option("--client-body-buffer", texts.client_body_buffer,
                    "Body bytes kept in memory; a larger body goes to a file in --temp-dir")
         ->capture_default_str()
@@ -269,6 +294,19 @@ void add_file_and_php_options(CLI::App& app, ServerOptions& options, OptionTexts
                    "--fastcgi-pool at or below php-fpm's pm.max_children); off: one per request")
         ->capture_default_str()
         ->check(CLI::IsMember({"on", "off"}));
+    app.add_option("--fastcgi-param", options.fastcgi_param_texts,
+                   "NAME=VALUE: a CGI variable every script gets, or replaces "
+                   "(SERVER_SOFTWARE=nginx; repeat)")
+        ->expected(1)
+        ->allow_extra_args(false)
+        ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)
+        ->check(CLI::Validator(
+            [](std::string& text) {
+                size_t equals = text.find('=');
+                if (equals == std::string::npos) return std::string("expected NAME=VALUE");
+                return fastcgi::cgi_param_name_error(std::string_view(text).substr(0, equals));
+            },
+            "NAME=VALUE"));
     app.add_option("--fastcgi-queue", options.fastcgi_queue,
                    "Requests per reactor waiting for a FastCGI connection (64); more get 503")
         ->check(CLI::Range(0u, 1u << 20));
@@ -342,6 +380,7 @@ void add_command_line_options(CLI::App& app, ServerOptions& options, OptionTexts
     add_log_and_limit_options(app, options, texts);
     add_file_and_php_options(app, options, texts);
     add_process_options(app, options, texts);
+    add_acme_options(app, options);
     add_proxy_options(app, options.proxy, texts.proxy, DurationValidator(), SizeValidator());
 }
 

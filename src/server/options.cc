@@ -1,11 +1,14 @@
 #include "server/options.h"
 
 #include "base/units.h"
+#include "fastcgi/cgi_params.h"
 #include "log/log_level.h"
+#include "net/certificate_check.h"
 #include "net/cidr.h"
 #include "net/socket.h"
 #include "net/tls_context.h"
 #include "net/tls_listen_scheme.h"
+#include "server/acme_options.h"
 #include "server/basic_auth.h"
 #include "server/detail/option_groups.h"
 #include "server/start_checks.h"
@@ -15,6 +18,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <ctime>
 #include <fcntl.h>
 #include <map>
 #include <optional>
@@ -63,6 +67,23 @@ std::string check_site(const SiteConfig& site) {
     return {};
 }
 
+// Where the config file set `option`, or empty.
+std::string config_origin(const std::map<std::string, std::string>& origins,
+                          const std::string& option) {
+    auto it = origins.find(option);
+    return it == origins.end() ? std::string() : it->second;
+}
+
+// A certificate that loads but that clients will refuse (expired, not for
+// the site's names) or whose chain is out of order: warned about, not refused,
+// as nginx starts with one (a renewal may be on its way).
+void warn_about_certificate(const std::string& cert_path, const std::vector<std::string>& names,
+                            const std::string& origin) {
+    for (const std::string& warning : certificate_warnings(cert_path, names, std::time(nullptr)))
+        std::fprintf(stderr, "lepus: warning: %s%s%s\n", origin.c_str(), origin.empty() ? "" : ": ",
+                     warning.c_str());
+}
+
 // Issue 33: what is accepted but probably not meant, one "lepus: warning:"
 // line each on stderr (-t prints them; the start goes on): a server name
 // that an earlier site already answers (nginx: "conflicting server name"),
@@ -72,6 +93,9 @@ void warn_about_sites(const ServerOptions& options) {
     bool tls_listener =
         std::any_of(options.listen.begin(), options.listen.end(),
                     [](const std::string& text) { return split_listen_scheme(text).tls; });
+    std::string tls_origin = config_origin(options.config_origins, "--tls-cert");
+    for (const std::string& cert : options.tls_cert)
+        warn_about_certificate(cert, {}, tls_origin);
     for (const SiteConfig& site : options.sites) {
         for (std::string name : site.server_names) {
             std::transform(name.begin(), name.end(), name.begin(),
@@ -83,6 +107,9 @@ void warn_about_sites(const ServerOptions& options) {
                              "which answers it; this one never will\n",
                              site.origin.c_str(), name.c_str(), it->second->origin.c_str());
         }
+        for (const SiteTls& pair : site.tls)
+            warn_about_certificate(pair.cert, site.server_names,
+                                   pair.origin.empty() ? site.origin : pair.origin);
         if (site.https_redirect && !tls_listener)
             std::fprintf(stderr,
                          "lepus: warning: %s: https_redirect sends clients to port %u, but no "
@@ -102,6 +129,29 @@ std::string config_key(const std::string& option) {
     std::string key = option.substr(option.rfind('-', 1) == 1 ? 2 : 0);
     std::replace(key.begin(), key.end(), '-', '_');
     return key;
+}
+
+// A message about options, for an admin who wrote a config file (issue 33):
+// each option the file set is named by its key, and the message starts with
+// the file and line of the first ("lepus.toml:4:1: 'temp_dir' '/x' is not a
+// directory", not "--temp-dir '/x' is not a directory").
+std::string in_config_terms(std::string message,
+                            const std::map<std::string, std::string>& origins) {
+    std::string origin;
+    for (size_t at = message.find("--"); at != std::string::npos; at = message.find("--", at)) {
+        size_t end = message.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789-", at + 2);
+        std::string option = message.substr(at, end == std::string::npos ? end : end - at);
+        std::string where = config_origin(origins, option);
+        if (where.empty()) {
+            at += option.size();
+            continue;
+        }
+        if (origin.empty()) origin = where;
+        std::string key = "'" + config_key(option) + "'";
+        message.replace(at, option.size(), key);
+        at += key.size();
+    }
+    return origin.empty() ? message : origin + ": " + message;
 }
 
 // One "FILE:LINE:COLUMN: unknown key 'NAME'" line for each key of the config
@@ -199,7 +249,8 @@ std::string finish_options(const CLI::App& app, ServerOptions& options, const Op
                  {&fastcgi_idle_timeout, &options.fastcgi_idle_timeout_ms},
                  {&texts.fastcgi_connect_timeout, &options.fastcgi_connect_timeout_ms}},
                 {{&max_body_size, &options.max_body_size},
-                 {&texts.client_body_buffer, &options.client_body_buffer}});
+                 {&texts.client_body_buffer, &options.client_body_buffer},
+                 {&texts.limit_memory, &options.limit_memory}});
     options.request_buffering = texts.request_buffering == "on";
     if (options.temp_dir.empty()) {
         const char* tmpdir = std::getenv("TMPDIR");
@@ -228,6 +279,12 @@ std::string finish_options(const CLI::App& app, ServerOptions& options, const Op
     options.h2c_sendfile = texts.h2c_sendfile == "on";
     options.ktls = texts.ktls == "on";
     options.fastcgi_keepalive = texts.fastcgi_keepalive == "on";
+    options.fastcgi_params.clear();
+    for (const std::string& text : options.fastcgi_param_texts) {
+        size_t equals = text.find('='); // the validator saw one
+        fastcgi::CgiParam param{text.substr(0, equals), text.substr(equals + 1)};
+        fastcgi::merge_cgi_params(options.fastcgi_params, {&param, 1});
+    }
     options.symlinks = *parse_symlink_policy(texts.symlinks);
     if (options.header_timeout_ms == 0 || options.keepalive_timeout_ms == 0 ||
         options.body_timeout_ms == 0 || options.send_timeout_ms == 0 ||
@@ -261,10 +318,17 @@ std::string finish_options(const CLI::App& app, ServerOptions& options, const Op
     }
     if (std::string error = finish_proxy_options(options.proxy, texts.proxy); !error.empty())
         return error;
+    if (std::string error = finish_acme_options(options); !error.empty()) return error;
     if (!options.status_path.empty() && options.status_path.front() != '/')
         return "--status-path must start with /";
     if (options.access_log.empty() || options.error_log.empty())
         return "log paths must not be empty";
+    {
+        std::string error;
+        auto format = AccessLogFormat::compile(options.access_log_format_text, error);
+        if (!format) return error;
+        options.access_log_format = std::make_shared<const AccessLogFormat>(std::move(*format));
+    }
     if (std::string error = protect_from_root(options, app.count("--root") > 0); !error.empty())
         return error;
     return check_root(options.root);
@@ -284,14 +348,14 @@ CommandLineResult parse_arguments(const std::vector<std::string>& arguments, Ser
                  "Check the configuration (--config, default /etc/lepus/lepus.toml) as start-up "
                  "would, as root also what the service user can read, and exit");
     app.footer("Example:\n  lepus --listen 80 --fastcgi unix:/run/php/php-fpm.sock "
-               "--index index.php,index.html /var/www/site\n\nSee lepus(1).");
+               "--index index.php,index.html /var/www/site\n\nSee lepus(8).");
     // A repeated flag takes its last value, as in most servers' command lines.
     app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
     OptionTexts texts;
     add_command_line_options(app, options, texts);
     if (std::optional<int> code = parse_or_exit(app, arguments, origins)) return {false, *code};
     if (std::string error = finish_options(app, options, texts); !error.empty())
-        return {false, usage_error(error)};
+        return {false, usage_error(in_config_terms(error, origins))};
     return {true, 0};
 }
 
@@ -299,20 +363,22 @@ CommandLineResult parse_arguments(const std::vector<std::string>& arguments, Ser
 
 TlsSettings tls_settings(const ServerOptions& options) {
     TlsSettings settings;
+    std::string origin = config_origin(options.config_origins, "--tls-cert");
     for (size_t i = 0; i < options.tls_cert.size() && i < options.tls_key.size(); ++i)
-        settings.default_certificates.push_back({options.tls_cert[i], options.tls_key[i]});
+        settings.default_certificates.push_back({options.tls_cert[i], options.tls_key[i], origin});
     const SiteConfig* fallback = nullptr;
     for (const SiteConfig& site : options.sites) {
         if (site.tls.empty()) continue;
         TlsSite tls{site.server_names, {}};
         for (const SiteTls& pair : site.tls)
-            tls.certificates.push_back({pair.cert, pair.key});
+            tls.certificates.push_back({pair.cert, pair.key, pair.origin});
         settings.sites.push_back(std::move(tls));
         if (!fallback || (site.is_default && !fallback->is_default)) fallback = &site;
     }
     if (settings.default_certificates.empty() && fallback)
         for (const SiteTls& pair : fallback->tls)
-            settings.default_certificates.push_back({pair.cert, pair.key});
+            settings.default_certificates.push_back({pair.cert, pair.key, pair.origin});
+    add_acme_certificates(options, settings);
     settings.protocols = options.tls_protocols;
     settings.http2 = options.http2;
     // Asked of the kernel once: OpenSSL tries kTLS on every handshake it is
@@ -328,7 +394,7 @@ bool uses_tls(const ServerOptions& options) {
         if (split_listen_scheme(text).tls) return true;
     for (const SiteConfig& site : options.sites)
         if (!site.tls.empty()) return true;
-    return !options.tls_cert.empty() || !options.tls_key.empty();
+    return uses_acme(options) || !options.tls_cert.empty() || !options.tls_key.empty();
 }
 
 CommandLineResult parse_command_line(int argc, char** argv, ServerOptions& options) {
@@ -342,6 +408,7 @@ CommandLineResult parse_command_line(int argc, char** argv, ServerOptions& optio
         std::fprintf(stderr, "lepus: %s\n", error.c_str());
     if (!expanded && arguments.size() <= 1) return {false, error_exit};
     CommandLineResult result = parse_arguments(arguments, options, origins);
+    options.config_origins = origins;
     if (!expanded) return {false, error_exit};
     if (!result.run) return {false, result.exit_code == 0 ? 0 : error_exit};
     for (const SiteConfig& site : options.sites)
@@ -350,17 +417,28 @@ CommandLineResult parse_command_line(int argc, char** argv, ServerOptions& optio
     for (const SiteConfig& site : options.sites)
         if (std::string error = check_root(site.root); !error.empty())
             return {false, (usage_error(site.origin + ": " + error), error_exit)};
+    for (const SiteConfig& site : options.sites)
+        for (const SiteLocation& location : site.locations) {
+            std::string error = check_root(location.root);
+            if (error.empty() && location.handler == "fastcgi" && !site.fastcgi &&
+                options.fastcgi.empty())
+                error = "handler = \"fastcgi\" but the site has no fastcgi";
+            if (!error.empty())
+                return {false, (usage_error(location.origin + ": location " + location.path + ": " +
+                                            error),
+                                error_exit)};
+        }
     warn_about_sites(options);
     // The htpasswd files of the sites' auth rules: read now, so that a bad
     // one stops the start, `-t` and a reload (the running files stay).
     if (std::string error; !load_site_auth(options.sites, error))
         return {false, (usage_error(error), error_exit)};
     if (std::string error = check_tls(options); !error.empty())
-        return {false, (usage_error(error), error_exit)};
+        return {false, (usage_error(in_config_terms(error, origins)), error_exit)};
     if (check_only) {
         std::vector<std::string> errors = check_start_up(options);
         for (const std::string& error : errors)
-            std::fprintf(stderr, "lepus: %s\n", error.c_str());
+            std::fprintf(stderr, "lepus: %s\n", in_config_terms(error, origins).c_str());
         if (!errors.empty()) return {false, error_exit};
         std::printf("ok\n");
         return {false, 0};

@@ -3,6 +3,7 @@
 #pragma once
 
 #include "http/open_beneath.h"
+#include "log/access_log_format.h"
 #include "net/poller.h"
 #include "net/proxy_protocol.h"
 #include "net/socket.h"
@@ -12,6 +13,8 @@
 #include "server/x_accel.h"
 
 #include <cstdint>
+#include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -33,8 +36,16 @@ struct ServerOptions {
     bool defer_accept = true; // --defer-accept on|off: TCP_DEFER_ACCEPT on TCP listeners
     uint64_t notsent_lowat = uint64_t{32} * 1024; // --notsent-lowat SIZE|off (0): TCP_NOTSENT_LOWAT
     int64_t max_connections = 0;                  // 0: derived from RLIMIT_NOFILE
+    // --conn-limit N: requests in progress (connections, HTTP/2 streams) per
+    // client address, over every site without a conn_limit of its own; 0: off.
+    unsigned conn_limit = 0;
+    // --limit-memory SIZE: the client table of the limits (server/client_table.h).
+    uint64_t limit_memory = uint64_t{16} << 20;
 
     std::string access_log = "-";
+    // --access-log-format combined|json|TEXT (log/access_log_format.h), compiled.
+    std::string access_log_format_text = "combined";
+    std::shared_ptr<const AccessLogFormat> access_log_format;
     std::string error_log = "-";
     std::string log_level = "warn";
 
@@ -50,6 +61,9 @@ struct ServerOptions {
     // on|off, in memory up to --client-body-buffer, then in a file in --temp-dir.
     bool request_buffering = true;
     uint64_t client_body_buffer = uint64_t{64} * 1024;
+    // Bytes a second a body must keep up over each --body-timeout interval
+    // while it streams to a backend (request_buffering = false); 0: off.
+    uint64_t min_body_rate = 240;
     std::string temp_dir; // set from $TMPDIR, else /tmp, when not given
 
     std::vector<std::string> index = {"index.html"};
@@ -84,12 +98,18 @@ struct ServerOptions {
     // Off (nginx's default): php-fpm binds a child to each connection it accepts,
     // so kept-alive connections beyond pm.max_children would hang (issue 32).
     bool fastcgi_keepalive = false;
+    // --fastcgi-param NAME=VALUE (config `fastcgi_params = { NAME = "VALUE" }`):
+    // added to, or replacing, the CGI variables of every script (nginx's fastcgi_param).
+    std::vector<std::string> fastcgi_param_texts;
+    std::vector<std::pair<std::string, std::string>> fastcgi_params;
 
     // The HTTP reverse proxy (--proxy, --proxy-*): server/proxy_options.h.
     ProxyOptions proxy;
 
     // Operating it: --config, virtual hosts, the status page, privileges.
-    std::string config_path;       // empty: no config file
+    std::string config_path; // empty: no config file
+    // Where the config file set an option: "--tls-cert" -> "lepus.toml:3:1".
+    std::map<std::string, std::string> config_origins;
     std::vector<SiteConfig> sites; // the [[site]] blocks of the config file
     std::string status_path;       // e.g. "/_lepus/status"; empty: off
     std::vector<std::string> status_allow = {"127.0.0.0/8", "::1/128"};
@@ -110,6 +130,15 @@ struct ServerOptions {
     std::vector<std::string> tls_cert, tls_key;
     std::string tls_protocols = "TLSv1.2 TLSv1.3";
     std::string tls_ciphers; // empty: ECDHE + AEAD (net/tls_context.h)
+    // ACME (issue 34, server/acme_options.h): certificates for --domain names
+    // and for [[site]]s with tls = "acme", from --acme-ca, kept in --state-dir.
+    std::vector<std::string> domains;
+    std::string acme_ca = "letsencrypt"; // a directory URL, "letsencrypt" or "staging"
+    std::string acme_email, acme_ca_root;
+    std::string state_dir = "/var/lib/lepus";
+    std::string acme_on_demand_ask; // on-demand issuance, only with this URL's yes
+    std::string acme_retry = "60s"; // the first retry after a failed order; doubled each time
+    uint64_t acme_retry_ms = 60000;
 };
 
 struct TlsSettings;

@@ -134,7 +134,8 @@ std::string reloading_message() {
 } // namespace
 
 void reload(int argc, char** argv, const ServerOptions& current,
-            const std::vector<Worker*>& workers, SiteLogs& site_logs, Listening& listening) {
+            const std::vector<Worker*>& workers, SiteLogs& site_logs, Listening& listening,
+            std::optional<ServerOptions>* applied) {
     notify_service_manager(reloading_message());
     // READY=1 again however the reload ends: lepus keeps serving either way.
     // STATUS= says how it ended, so that `systemctl status` shows a refusal.
@@ -160,6 +161,16 @@ void reload(int argc, char** argv, const ServerOptions& current,
         log_error("SIGHUP: the configuration is invalid; keeping the running one");
         ready_again.status = "reload failed: " + (first.empty() ? "invalid configuration" : first);
         return;
+    }
+    // The warnings of an accepted config (a certificate that expired, issue 33)
+    // go to the error log, as at start they go to stderr.
+    for (size_t at = 0; at < complaints.size();) {
+        size_t end = complaints.find('\n', at);
+        if (end == std::string::npos) end = complaints.size();
+        std::string_view line = std::string_view(complaints).substr(at, end - at);
+        at = end + 1;
+        if (line.starts_with("lepus: warning: ")) line.remove_prefix(16);
+        if (!line.empty()) log_warn("SIGHUP: %.*s", int(line.size()), line.data());
     }
     std::string error;
     auto refuse = [&] {
@@ -203,6 +214,7 @@ void reload(int argc, char** argv, const ServerOptions& current,
     site_logs.prune(); // the logs of sites gone in an earlier reload, once no request holds them
     log_info("SIGHUP: configuration reloaded (%zu sites)", next.sites.size());
     ready_again.status = "configuration reloaded (" + std::to_string(next.sites.size()) + " sites)";
+    if (applied) *applied = std::move(next);
 }
 
 bool service_identity(const ServerOptions& options, uid_t& uid, gid_t& gid, std::string& error) {

@@ -8,6 +8,7 @@
 #include "server/options.h"
 #include "server/serving_set.h"
 
+#include <optional>
 #include <string>
 #include <sys/types.h>
 #include <utility>
@@ -34,9 +35,11 @@ struct Listening {
 // listen addresses and closes the dropped ones; new TLS connections get the
 // certificates and keys read again (those in flight keep theirs). When they are not valid, the
 // errors are logged and nothing changes. Threads, the event engine, the global
-// logs and the client timeouts need a restart.
+// logs and the client timeouts need a restart. `applied`, when given, gets the
+// options now in force (the ACME thread's certificates follow them).
 void reload(int argc, char** argv, const ServerOptions& current,
-            const std::vector<Worker*>& workers, SiteLogs& site_logs, Listening& listening);
+            const std::vector<Worker*>& workers, SiteLogs& site_logs, Listening& listening,
+            std::optional<ServerOptions>* applied = nullptr);
 
 // The uid and gid lepus runs as once --user/--group apply (the current ones
 // when neither is given). False with one line in `error` for an unknown name.

@@ -8,6 +8,9 @@
 // checking) goes on.
 #pragma once
 
+#include "http/response_head.h"
+#include "server/client_table.h"
+
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -29,10 +32,17 @@ struct RouteState {
     // The rule whose password the verifier granted: a step that asks again
     // for it (the step itself, run again, or try_files' target) passes.
     const AuthRule* granted = nullptr;
+    // The rate limit was applied (a delayed request resumed goes past it).
+    bool rate_checked = false;
+    // The request's count against conn_limit / --conn-limit, given back with the state.
+    ClientSlot conn_slot;
     // For a handler's internal redirect (X-Accel-Redirect): the URI to serve
-    // and the handler's header lines kept on that answer.
+    // and the handler's header fields kept on that answer.
     std::string redirect_target;
-    std::string redirect_headers;
+    ResponseHead redirect_fields;
+    // When the request went to a backend (FastCGI or HTTP): the access log's
+    // $upstream_response_time; 0: none did.
+    uint64_t upstream_started_ms = 0;
 
     // Back to a fresh state, keeping the strings' capacity.
     void reset() {
@@ -40,8 +50,11 @@ struct RouteState {
         site = nullptr;
         next_step = 0;
         granted = nullptr;
+        rate_checked = false;
+        conn_slot.reset();
         redirect_target.clear();
-        redirect_headers.clear();
+        redirect_fields.clear();
+        upstream_started_ms = 0;
     }
 };
 

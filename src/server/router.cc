@@ -1,7 +1,9 @@
 #include "server/router.h"
 
+#include "acme/http_challenges.h"
 #include "base/ascii.h"
 #include "fastcgi/fastcgi_exchange.h"
+#include "http/exchange_log.h"
 #include "http/path.h"
 #include "log/access_log.h"
 #include "log/error_log.h"
@@ -42,27 +44,34 @@ public:
         : document_root_(target.document_root), script_name_(target.script_name),
           path_info_(target.path_info), script_filename_(target.script_filename),
           server_name_(target.server_name), rewritten_path_(target.rewritten_path),
-          rewritten_query_(target.rewritten_query), internal_redirect_(target.internal_redirect),
-          rewritten_(target.rewritten) {}
+          rewritten_query_(target.rewritten_query), extra_params_(target.extra_params),
+          internal_redirect_(target.internal_redirect), rewritten_(target.rewritten) {}
 
     fastcgi::ScriptTarget view() const {
         return {document_root_,     script_name_, path_info_,      script_filename_, server_name_,
-                internal_redirect_, rewritten_,   rewritten_path_, rewritten_query_};
+                internal_redirect_, rewritten_,   rewritten_path_, rewritten_query_, extra_params_};
     }
 
 private:
     std::string document_root_, script_name_, path_info_, script_filename_, server_name_;
     std::string rewritten_path_, rewritten_query_;
+    std::span<const fastcgi::CgiParam> extra_params_; // the site's, held by the serving set
     bool internal_redirect_, rewritten_;
 };
 
-ReplyContext reply_context(const Exchange& exchange) {
-    const Request& request = *exchange.request;
-    return ReplyContext{exchange.now_s, exchange.keep_alive, request.is_head(),
-                        request.version_minor};
-}
-
 } // namespace
+
+// A refused symlink, a file that cannot be read: the site is read when a line
+// is written, so lines before the site is chosen have none.
+LogContext route_log_context(const Exchange& exchange) {
+    return {[](const void* data, std::string& out) {
+                const auto& exchange = *static_cast<const Exchange*>(data);
+                const SiteHandlers* site = exchange.route ? exchange.route->site : nullptr;
+                append_exchange_context(exchange, site ? site->name() : std::string_view(), {},
+                                        out);
+            },
+            &exchange};
+}
 
 Router::Router(Worker& worker, const ServerOptions& options)
     : worker_(worker), auth_(worker.reactor()) {
@@ -73,8 +82,10 @@ Router::Router(Worker& worker, const ServerOptions& options)
 
 // The order of the steps is the order of nginx's phases: who the client is and
 // which site it asks, the server's own page, redirects (https_redirect first, so
-// that no password is asked for over plain HTTP), access (basic auth), then the
-// content handlers, the internal folder and the backend before the files.
+// that no password is asked for over plain HTTP), the limits (nginx's preaccess:
+// limit_conn, limit_req, so that a refused client is counted too), access
+// (allow/deny, then basic auth), then the content handlers, the internal
+// folder and the backend before the files.
 //
 // The list is a switch whose cases fall through, one per step, rather than a
 // table of member pointers: each step's early "not for this request" test is
@@ -105,6 +116,7 @@ SiteHandlers& Router::site_of(Exchange& exchange, RouteState& route) {
 }
 
 void Router::start(Exchange& exchange) {
+    ScopedLogContext context(route_log_context(exchange));
     ReactorLoad& load = worker_.reactor().load();
     load.requests_total.store(load.requests_total.load(std::memory_order_relaxed) + 1,
                               std::memory_order_relaxed);
@@ -126,14 +138,20 @@ void Router::run_steps(Exchange& exchange, RouteState& route, size_t first) {
     switch (first) {
         LEPUS_STEP(0, !options.trusted_proxies.empty() && !options.proxy_protocol, step_client);
         LEPUS_STEP(1, true, step_site);
-        LEPUS_STEP(2, !options.status_path.empty(), step_status_page);
-        LEPUS_STEP(3, route.site->config, step_redirects);
-        LEPUS_STEP(4, route.site->config && !route.site->config->auth.empty(), step_access);
-        LEPUS_STEP(5, route.site->x_accel, step_internal);
-        LEPUS_STEP(6, route.site->proxy, step_proxy);
-        LEPUS_STEP(7, route.site->try_files, step_try_files);
-    case 8:
-        step = 8;
+        LEPUS_STEP(2, acme::HttpChallenges::process().answering(), step_acme_challenge);
+        LEPUS_STEP(3, !options.status_path.empty(), step_status_page);
+        LEPUS_STEP(4, route.site->config, step_redirects);
+        LEPUS_STEP(5, options.conn_limit || (route.site->config && route.site->config->conn_limit),
+                   step_conn_limit);
+        LEPUS_STEP(6, route.site->config && !route.site->config->limits.empty(), step_rate_limit);
+        LEPUS_STEP(7, route.site->config && !route.site->config->access.empty(), step_allow_deny);
+        LEPUS_STEP(8, route.site->config && !route.site->config->auth.empty(), step_access);
+        LEPUS_STEP(9, route.site->x_accel, step_internal);
+        LEPUS_STEP(10, !route.site->locations.empty(), step_location);
+        LEPUS_STEP(11, route.site->proxy, step_proxy);
+        LEPUS_STEP(12, route.site->try_files, step_try_files);
+    case 13:
+        step = 13;
         outcome = step_handler(exchange, route);
         break;
     default:
@@ -153,22 +171,6 @@ void Router::answered(Exchange& exchange, RouteState& route) {
     if (route.site) add_rule_headers(exchange, *route.site);
 }
 
-void Router::resume(Exchange& exchange, bool granted, std::string_view user, const AuthRule& rule) {
-    RouteState& route = route_of(exchange);
-    if (!granted) {
-        site_of(exchange, route);
-        answer_unauthorized(exchange, route, rule);
-        return answered(exchange, route);
-    }
-    route.granted = &rule;
-    exchange.remote_user.assign(user);
-    if (route.next_step == kRedirectStep) {
-        serve_x_accel(exchange, route);
-        return answered(exchange, route);
-    }
-    run_steps(exchange, route, route.next_step);
-}
-
 Router::StepOutcome Router::step_client(Exchange& exchange, RouteState&) {
     apply_forwarded_for(worker_.options(), exchange);
     return StepOutcome::Continue;
@@ -185,26 +187,6 @@ Router::StepOutcome Router::step_status_page(Exchange& exchange, RouteState&) {
     if (status_path.empty() || exchange.request->path != status_path) return StepOutcome::Continue;
     serve_status(worker_, status_allow_, exchange);
     return StepOutcome::Answered;
-}
-
-Router::StepOutcome Router::step_redirects(Exchange& exchange, RouteState& route) {
-    SiteHandlers& site = *route.site;
-    if (redirect_to_https(exchange, site) || serve_redirect(exchange, site))
-        return StepOutcome::Answered;
-    return StepOutcome::Continue;
-}
-
-// As nginx's access phase: after the redirects, before any handler.
-Router::StepOutcome Router::step_access(Exchange& exchange, RouteState& route) {
-    const SiteHandlers& site = *route.site;
-    if (!site.config || site.config->auth.empty() || exchange.request->path == "*")
-        return StepOutcome::Continue;
-    if (decode_path(exchange.request->path, path_) != 0) {
-        build_error_response(400, reply_context(exchange), exchange.response);
-        return StepOutcome::Answered;
-    }
-    if (authorize(exchange, route, path_)) return StepOutcome::Continue;
-    return exchange.stream ? StepOutcome::Pending : StepOutcome::Answered;
 }
 
 // The X-Accel folder is internal (nginx's `internal`): clients get 404.
@@ -227,106 +209,6 @@ Router::StepOutcome Router::step_proxy(Exchange& exchange, RouteState& route) {
 Router::StepOutcome Router::step_handler(Exchange& exchange, RouteState& route) {
     route_request(exchange, route, *exchange.request, false);
     return StepOutcome::Answered;
-}
-
-// The site's `https_redirect`, as nginx's `return 301 https://$host$request_uri`
-// on the port-80 server: the same host (its port dropped) and target over TLS.
-bool Router::redirect_to_https(Exchange& exchange, SiteHandlers& site) {
-    if (!site.config || site.config->https_redirect == 0 || exchange.connection->secure)
-        return false;
-    const Request& request = *exchange.request;
-    std::string_view host = request.host;
-    if (host.empty()) return false; // HTTP/1.0 without Host: nothing to name
-    // The parser checked the authority's characters; strip its port ("[v6]:80" too).
-    size_t colon = host.rfind(':');
-    if (colon != std::string_view::npos && host.find(']', colon) == std::string_view::npos)
-        host = host.substr(0, colon);
-    std::string location = "Location: https://";
-    location.append(host);
-    if (site.config->https_redirect != 443) {
-        location.push_back(':');
-        location.append(std::to_string(site.config->https_redirect));
-    }
-    // The absolute form's path and query, or the origin form as sent.
-    std::string_view target = request.target;
-    if (!target.starts_with('/')) {
-        size_t path = target.find('/', target.find("//") + 2);
-        target = path == std::string_view::npos ? "/" : target.substr(path);
-    }
-    location.append(target).append("\r\n");
-    build_error_response(301, reply_context(exchange), exchange.response, location);
-    return true;
-}
-
-bool Router::serve_redirect(Exchange& exchange, SiteHandlers& site) {
-    if (!site.config || site.config->redirects.empty()) return false;
-    if (decode_path(exchange.request->path, path_) != 0) return false; // the files answer 400
-    const Redirect* redirect = find_redirect(*site.config, path_);
-    if (!redirect) return false;
-    std::string location = "Location: " + redirect->to + "\r\n";
-    build_error_response(redirect->status, reply_context(exchange), exchange.response, location);
-    return true;
-}
-
-bool Router::authorize(Exchange& exchange, RouteState& route, std::string_view decoded_path) {
-    SiteHandlers& site = *route.site;
-    if (!site.config || site.config->auth.empty()) return true;
-    const AuthRule* rule = find_auth_rule(*site.config, decoded_path);
-    // The verifier granted this rule for this exchange (resume()): the same
-    // credentials pass again without another check.
-    if (!rule || rule == route.granted) return true;
-    std::string_view value;
-    int fields = 0;
-    for (const Header& header : exchange.request->headers)
-        if (ascii_iequals(header.name, "Authorization")) value = header.value, ++fields;
-    if (fields > 1) {
-        // Which one would a script believe? nginx refuses the request alike.
-        build_error_response(400, reply_context(exchange), exchange.response);
-        return false;
-    }
-    // Malformed credentials get 401 as missing ones do (as nginx): the client
-    // is asked again instead of being told its request cannot be repeated.
-    std::optional<BasicCredentials> credentials;
-    if (fields == 1) credentials = parse_basic_credentials(value, credentials_);
-    if (!credentials) {
-        answer_unauthorized(exchange, route, *rule);
-        return false;
-    }
-    std::shared_ptr<AuthCheck> check;
-    switch (auth_.check(*rule, *credentials, check)) {
-    case BasicAuth::Outcome::Granted:
-        exchange.remote_user.assign(credentials->user);
-        return true;
-    case BasicAuth::Outcome::Denied:
-        answer_unauthorized(exchange, route, *rule);
-        return false;
-    case BasicAuth::Outcome::Busy:
-        build_error_response(503, reply_context(exchange), exchange.response, "Retry-After: 1\r\n");
-        return false;
-    case BasicAuth::Outcome::Pending:
-        exchange.stream = std::make_unique<AuthStream>(*this, exchange, *rule,
-                                                       std::string(credentials->user), check);
-        return false;
-    }
-    return false;
-}
-
-void Router::answer_unauthorized(Exchange& exchange, RouteState& route, const AuthRule& rule) {
-    // RFC 7617 §2.1: charset="UTF-8" tells the client how to encode the
-    // user and password (the file's bytes are compared as they are).
-    std::string challenge =
-        "WWW-Authenticate: Basic realm=\"" + rule.realm + "\", charset=\"UTF-8\"\r\n";
-    build_error_response(401, reply_context(exchange), exchange.response, challenge);
-    apply_error_page(exchange, route, 401);
-}
-
-std::string_view Router::supplied_user(const Exchange& exchange) {
-    if (!exchange.remote_user.empty() || !exchange.request) return exchange.remote_user;
-    for (const Header& header : exchange.request->headers)
-        if (ascii_iequals(header.name, "Authorization"))
-            if (auto credentials = parse_basic_credentials(header.value, credentials_))
-                return credentials->user;
-    return {};
 }
 
 // nginx's try_files: the candidates are checked on the decoded path, with the
@@ -403,42 +285,50 @@ void Router::route_request(Exchange& exchange, RouteState& route, const Request&
             build_error_response(scripts->status(), reply_context(exchange), exchange.response);
             return apply_error_page(exchange, route, scripts->status());
         case fastcgi::RouteKind::Script: {
-            std::string server_name;
-            if (site.config && !site.config->server_names.empty())
-                server_name = site.config->server_names.front();
-            else
-                exchange.connection->local().format_host(server_name);
-            fastcgi::ScriptTarget target{scripts->document_root(), scripts->script_name(),
-                                         scripts->path_info(), scripts->script_filename(),
-                                         server_name};
+            fastcgi::ScriptTarget target{scripts->document_root(),
+                                         scripts->script_name(),
+                                         scripts->path_info(),
+                                         scripts->script_filename(),
+                                         {}};
             if (rewritten) {
                 target.rewritten = true;
                 target.rewritten_path = request.path;
                 target.rewritten_query = request.query;
             }
-            upstream::Group& pool = route.serving->fastcgi_of(site);
-            if (buffers_request_body(exchange, site)) {
-                // php-fpm gets the request once its body is here: a child is
-                // not held by a client that sends slowly (issue 32).
-                exchange.stream = std::make_unique<BufferedBodyStream>(
-                    [&pool, &exchange, owned = OwnedScriptTarget(target)] {
-                        return std::make_unique<fastcgi::FastCgiExchange>(pool, exchange,
-                                                                          owned.view());
-                    },
-                    *site.body_buffer);
-            } else {
-                exchange.stream =
-                    std::make_unique<fastcgi::FastCgiExchange>(pool, exchange, target);
-            }
-            // X-Accel-Redirect / X-Sendfile (the files answer instead: redirect()), compression.
-            return wrap_response_stream(exchange, site, StreamOrigin::Script);
+            return run_script(exchange, route, target);
         }
         }
     }
-    site.files->handle(request, exchange.keep_alive, exchange.now_s, exchange.now_ms,
-                       exchange.response);
-    if (exchange.response.status >= 400)
-        apply_error_page(exchange, route, exchange.response.status);
+    site.files->handle(request, exchange.keep_alive, exchange.now_ms, exchange.response);
+    if (exchange.response.head.status >= 400)
+        apply_error_page(exchange, route, exchange.response.head.status);
+}
+
+void Router::run_script(Exchange& exchange, RouteState& route, fastcgi::ScriptTarget target) {
+    SiteHandlers& site = *route.site;
+    std::string server_name;
+    if (site.config && !site.config->server_names.empty())
+        server_name = site.config->server_names.front();
+    else
+        exchange.connection->local().format_host(server_name);
+    target.server_name = server_name;
+    target.extra_params = site.fastcgi_params;
+    upstream::Group& pool = route.serving->fastcgi_of(site);
+    route.upstream_started_ms = exchange.now_ms;
+    if (buffers_request_body(exchange, site)) {
+        // php-fpm gets the request once its body is here: a child is
+        // not held by a client that sends slowly (issue 32).
+        exchange.stream = std::make_unique<BufferedBodyStream>(
+            [&pool, &exchange, owned = OwnedScriptTarget(target)] {
+                return std::make_unique<fastcgi::FastCgiExchange>(pool, exchange, owned.view());
+            },
+            *site.body_buffer);
+    } else {
+        exchange.stream = std::make_unique<fastcgi::FastCgiExchange>(pool, exchange, target);
+        exchange.body_holds_backend = true; // --min-body-rate applies
+    }
+    // X-Accel-Redirect / X-Sendfile (the files answer instead: redirect()), compression.
+    wrap_response_stream(exchange, site, StreamOrigin::Script);
 }
 
 // A script's X-Accel-Redirect (or X-Sendfile, turned into a URI under the
@@ -487,10 +377,10 @@ void Router::serve_x_accel(Exchange& exchange, RouteState& route) {
         }
         return;
     }
-    files->handle(fetch, exchange.keep_alive, exchange.now_s, exchange.now_ms, exchange.response);
+    files->handle(fetch, exchange.keep_alive, exchange.now_ms, exchange.response);
     Response& response = exchange.response;
-    if (response.status >= 400) return apply_error_page(exchange, route, response.status);
-    replace_header_lines(route.redirect_headers, response.head);
+    if (response.head.status >= 400) return apply_error_page(exchange, route, response.head.status);
+    replace_fields(route.redirect_fields, response.head);
 }
 
 void Router::refuse_x_accel(Exchange& exchange, RouteState& route, std::string_view target,
@@ -508,26 +398,28 @@ void Router::add_rule_headers(Exchange& exchange, SiteHandlers& site) {
     // Matched on the decoded, normalised path: "/%70rivate/x", "//private/x"
     // and "/./private/x" are "/private/x" to the files, and so to the rules.
     if (decode_path(exchange.request->path, path_) != 0) return; // a 400: no site rules
-    rule_lines_.clear();
-    append_rule_headers(*site.config, path_, rule_lines_);
-    if (exchange.stream) {
-        exchange.stream_headers.append(rule_lines_);
-        return;
-    }
-    Response& response = exchange.response;
-    if (response.head.size() < 4) return;
-    response.head.insert(response.head.size() - 2, rule_lines_); // before the empty line
+    if (exchange.stream)
+        return lepus::add_rule_headers(*site.config, path_, exchange.stream_fields);
+    if (exchange.response.head.status == 0) return; // no answer to add to
+    lepus::add_rule_headers(*site.config, path_, exchange.response.head);
 }
 
-void Router::fail(Exchange& exchange, int status, std::string_view extra_headers) {
+void Router::fail(Exchange& exchange, int status, const ResponseHead* extra) {
+    ScopedLogContext context(route_log_context(exchange));
     RouteState& route = route_of(exchange);
     site_of(exchange, route);
-    build_error_response(status, reply_context(exchange), exchange.response, extra_headers);
+    build_error_response(status, reply_context(exchange), exchange.response);
+    if (extra) {
+        extra->for_each([&](std::string_view name, std::string_view value) {
+            exchange.response.head.add(name, value);
+        });
+    }
     apply_error_page(exchange, route, status);
     answered(exchange, route);
 }
 
 void Router::redirect(Exchange& exchange) {
+    ScopedLogContext context(route_log_context(exchange));
     RouteState& route = route_of(exchange);
     site_of(exchange, route);
     serve_x_accel(exchange, route);
@@ -541,6 +433,28 @@ void Router::finish(Exchange& exchange) {
     }
     exchange.internal_redirects = 0;
     exchange.remote_user.clear();
+}
+
+AccessLogExtras Router::log_extras(const Exchange& exchange) {
+    AccessLogExtras extras;
+    const ConnectionInfo& connection = *exchange.connection;
+    uint64_t now_ms = worker_.reactor().now_ms();
+    if (exchange.now_ms && now_ms >= exchange.now_ms)
+        extras.request_time_ms = now_ms - exchange.now_ms;
+    const RouteState* route = exchange.route.get();
+    if (route && route->upstream_started_ms && now_ms >= route->upstream_started_ms)
+        extras.upstream_time_ms = now_ms - route->upstream_started_ms;
+    if (const Request* request = exchange.request) {
+        std::string_view host = request->host;
+        size_t colon = host.rfind(':');
+        if (colon != std::string_view::npos && host.find(']', colon) == std::string_view::npos)
+            host = host.substr(0, colon);
+        extras.host = host;
+    }
+    extras.ssl_protocol = connection.secure ? connection.tls_protocol : std::string_view();
+    extras.scheme = connection.secure ? "https" : "http";
+    if (exchange.protocol == "HTTP/2.0") extras.http2 = connection.secure ? "h2" : "h2c";
+    return extras;
 }
 
 void Router::account(Exchange& exchange, int status, uint64_t body_bytes) {
@@ -571,7 +485,15 @@ void Router::account(Exchange& exchange, int status, uint64_t body_bytes) {
         entry.unparsed_line = exchange.request_line;
     }
     log_line_.clear();
-    append_combined_line(entry, log_line_);
+    const AccessLogFormat* format = site ? site->log_format : nullptr;
+    if (!site && exchange.route && exchange.route->serving)
+        format = exchange.route->serving->access_log_format.get();
+    else if (!site)
+        format = worker_.serving()->access_log_format.get();
+    if (!format || format->kind() == AccessLogFormat::Kind::Combined)
+        append_combined_line(entry, log_line_); // the default, kept on its fast path
+    else
+        format->append(entry, log_extras(exchange), log_line_);
     log.append(log_line_);
 }
 

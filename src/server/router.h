@@ -3,11 +3,20 @@
 // which answers Continue, Answered or Pending:
 //   client        the client address after --real-ip-from (X-Forwarded-For)
 //   site          the site for the Host, kept alive with its serving set
+//   acme          /.well-known/acme-challenge/TOKEN while an order is validated
 //   status page   --status-path
-//   redirects     https_redirect, then the site's redirects
+//   redirects     https_redirect, then the site's redirects and rewrites
+//                 (router_redirects.cc)
+//   conn limit    conn_limit / --conn-limit: requests in progress per client
+//                 (server/client_table.h), 503 over it
+//   rate limit    the site's limits (nginx's limit_req): 429 over the burst,
+//                 Pending within it without nodelay (DelayStream), then resumed
+//   allow/deny    the site's access rules (server/limits.h): 403
 //   access        basic auth (server/basic_auth.h); Pending while a verifier
 //                 thread checks a password (AuthStream), then resumed
 //   internal      the X-Accel folder is not for clients: 404
+//   location      a site's `locations`: files (or scripts) of their own roots
+//                 (router_locations.cc)
 //   proxy         the site's HTTP backend (router_proxy.cc)
 //   try_files     rewrite to the first candidate that exists, or the fallback
 //   handler       a script (FastCGI) or the static files
@@ -18,16 +27,21 @@
 //
 // To add a step: a member below and its case in run_steps (router.cc). To add a
 // response filter: response_filters.cc. To add a header rule kind:
-// site_table.cc (append_rule_headers).
+// site_table.cc (add_rule_headers).
 #pragma once
 
+#include "fastcgi/fastcgi_exchange.h"
 #include "http/exchange.h"
+#include "log/error_log.h"
+#include "log/access_log_format.h"
 #include "net/cidr.h"
 #include "server/basic_auth.h"
 #include "server/options.h"
+#include "server/path_pattern.h"
 #include "server/route_state.h"
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -36,20 +50,33 @@ namespace lepus {
 class Worker;
 struct SiteHandlers;
 
+// What the error responses of a step need to know of the exchange.
+inline ReplyContext reply_context(const Exchange& exchange) {
+    return ReplyContext{exchange.keep_alive, exchange.request->is_head()};
+}
+
+// The error log's context while the router and the handlers it calls work on
+// `exchange` (client, server, request line, host: http/exchange_log.h).
+LogContext route_log_context(const Exchange& exchange);
+
 class Router final : public ExchangeHandler {
 public:
     // `options` must be the worker's (already checked: --status-allow parses).
     Router(Worker& worker, const ServerOptions& options);
 
     void start(Exchange& exchange) override;
-    void fail(Exchange& exchange, int status, std::string_view extra_headers) override;
+    void fail(Exchange& exchange, int status, const ResponseHead* extra) override;
     void redirect(Exchange& exchange) override;
     void account(Exchange& exchange, int status, uint64_t body_bytes) override;
     void finish(Exchange& exchange) override;
 
     // A Pending step's wait is over (an AuthStream's verdict for `rule`):
-    // routing goes on where it stopped (as `user`), or answers 401.
-    void resume(Exchange& exchange, bool granted, std::string_view user, const AuthRule& rule);
+    // routing goes on where it stopped (as `user`), or answers 401 (and logs
+    // why: `unknown_user`, or a password mismatch).
+    void resume(Exchange& exchange, bool granted, std::string_view user, const AuthRule& rule,
+                bool unknown_user = false);
+    // A request delayed by its rate limit (DelayStream) goes on.
+    void resume_delayed(Exchange& exchange);
 
     enum class StepOutcome : uint8_t {
         Continue, // the next step decides
@@ -68,10 +95,15 @@ private:
     // The steps, in their order (the cases of run_steps in router.cc).
     StepOutcome step_client(Exchange& exchange, RouteState& route);
     StepOutcome step_site(Exchange& exchange, RouteState& route);
+    StepOutcome step_acme_challenge(Exchange& exchange, RouteState& route); // router_acme.cc
     StepOutcome step_status_page(Exchange& exchange, RouteState& route);
     StepOutcome step_redirects(Exchange& exchange, RouteState& route);
+    StepOutcome step_conn_limit(Exchange& exchange, RouteState& route);
+    StepOutcome step_rate_limit(Exchange& exchange, RouteState& route);
+    StepOutcome step_allow_deny(Exchange& exchange, RouteState& route);
     StepOutcome step_access(Exchange& exchange, RouteState& route);
     StepOutcome step_internal(Exchange& exchange, RouteState& route);
+    StepOutcome step_location(Exchange& exchange, RouteState& route);
     StepOutcome step_proxy(Exchange& exchange, RouteState& route);
     StepOutcome step_try_files(Exchange& exchange, RouteState& route);
     StepOutcome step_handler(Exchange& exchange, RouteState& route);
@@ -82,13 +114,27 @@ private:
     // The site, chosen once per exchange by its Host (step_site).
     SiteHandlers& site_of(Exchange& exchange, RouteState& route);
     bool redirect_to_https(Exchange& exchange, SiteHandlers& site);
-    bool serve_redirect(Exchange& exchange, SiteHandlers& site);
     // Basic auth for `decoded_path`: true when the request goes on (an open
     // path, verified credentials, or a rule the verifier granted for this
     // exchange), else its answer is set (401, 400, 503, or an AuthStream
     // that waits for the verifier).
     bool authorize(Exchange& exchange, RouteState& route, std::string_view decoded_path);
     void answer_unauthorized(Exchange& exchange, RouteState& route, const AuthRule& rule);
+    // The decoded path the limits and access rules match (router_limits.cc).
+    std::optional<std::string_view> rule_path(const Request& request);
+    // A limit or access rule refuses the request with `status` (router_limits.cc),
+    // with a Retry-After unless it is 0.
+    void refuse(Exchange& exchange, RouteState& route, int status,
+                unsigned retry_after_seconds = 0);
+    // One error-log line in nginx's form for a request, which fail2ban's
+    // filters read: "*FD WHAT, client: ADDR, server: NAME, request: "...", host: "..."".
+    void log_refusal(const Exchange& exchange, const RouteState& route, std::string_view what);
+    // A failed basic-auth attempt, as nginx's auth_basic logs it:
+    // `user "x": password mismatch` or `user "x" was not found in "FILE"`.
+    void log_auth_failure(const Exchange& exchange, const RouteState& route, const AuthRule& rule,
+                          std::string_view user, bool unknown_user);
+    // What a custom access-log format names beyond the Combined fields.
+    AccessLogExtras log_extras(const Exchange& exchange);
     // The user name an Authorization header supplies, verified or not (the access log's).
     std::string_view supplied_user(const Exchange& exchange);
     // The site's HTTP backend, when the request is for it (server/router_proxy.cc).
@@ -97,6 +143,12 @@ private:
     // script or the files; `rewritten`: the script must see its path and query.
     void route_request(Exchange& exchange, RouteState& route, const Request& request,
                        bool rewritten);
+    // Sends the request to the site's FastCGI backend as `target` (its
+    // SERVER_NAME and parameters the site's), body buffered as the site says.
+    void run_script(Exchange& exchange, RouteState& route, fastcgi::ScriptTarget target);
+    // The files of a location answered: error pages, and a directory's 301
+    // pointed back under the location's path.
+    void finish_location_answer(Exchange& exchange, RouteState& route, std::string_view prefix);
     // Re-routes the exchange to `decoded_path`?`query` (method, headers and
     // body kept): Answered, or Pending while the target's password is checked.
     StepOutcome rewrite(Exchange& exchange, RouteState& route, std::string_view decoded_path,
@@ -121,10 +173,12 @@ private:
     std::string path_;                             // scratch: the decoded path
     std::string candidate_;                        // scratch: a try_files candidate, expanded
     std::string rewritten_path_, rewritten_query_; // scratch: try_files's fallback
-    std::string rule_lines_;                       // scratch: header rule lines
     std::string log_line_;                         // scratch: the access log line
     Response page_scratch_;                        // scratch: a static error page
     std::string credentials_;                      // scratch: decoded basic credentials
+    PatternMatch pattern_match_;                   // scratch: a pattern redirect's captures
+    std::string redirect_target_;                  // scratch: where a redirect goes
+    std::string location_path_;                    // scratch: a path below a location's root
     BasicAuth auth_;                               // this reactor's verified credentials
 };
 

@@ -20,8 +20,8 @@ void Router::apply_error_page(Exchange& exchange, RouteState& route, int status)
     ++exchange.internal_redirects;
     if (run_error_script(exchange, route, page->second, status)) return;
     // A page that cannot be served leaves the built-in one (logged by the handler if it is a 500).
-    lepus::apply_error_page(*site.files, *exchange.request, page->second, exchange.now_s,
-                            exchange.now_ms, exchange.response, page_scratch_);
+    lepus::apply_error_page(*site.files, *exchange.request, page->second, exchange.now_ms,
+                            exchange.response, page_scratch_);
 }
 
 // An error page that names a script runs it through php-fpm (nginx's
@@ -44,6 +44,7 @@ bool Router::run_error_script(Exchange& exchange, RouteState& route, std::string
                                  scripts->script_filename(),
                                  server_name,
                                  /*internal_redirect=*/true};
+    target.extra_params = site.fastcgi_params;
     exchange.response.reset();
     exchange.stream_status = status;
     exchange.stream = std::make_unique<fastcgi::FastCgiExchange>(route.serving->fastcgi_of(site),

@@ -28,18 +28,20 @@ bool Router::route_to_proxy(Exchange& exchange, RouteState& state) {
         if (!match) return false;
     }
     proxy::BackendGroup& group = state.serving->proxy_of(site);
+    state.upstream_started_ms = exchange.now_ms; // the access log's $upstream_response_time
     if (buffers_request_body(exchange, site)) {
         // The backend connection is taken once the body is here (nginx's
         // proxy_request_buffering on): slow clients cannot empty the pool.
         exchange.stream = std::make_unique<BufferedBodyStream>(
-            [&group, &exchange, &route] {
-                return std::make_unique<proxy::ProxyExchange>(group, exchange,
-                                                              proxy::ProxyTarget{route.host});
+            [&group, &exchange, &route, &site] {
+                return std::make_unique<proxy::ProxyExchange>(
+                    group, exchange, proxy::ProxyTarget{route.host, site.name()});
             },
             *site.body_buffer);
     } else {
-        exchange.stream =
-            std::make_unique<proxy::ProxyExchange>(group, exchange, proxy::ProxyTarget{route.host});
+        exchange.stream = std::make_unique<proxy::ProxyExchange>(
+            group, exchange, proxy::ProxyTarget{route.host, site.name()});
+        exchange.body_holds_backend = true; // --min-body-rate applies
     }
     // The same response filters as a script's: X-Accel-Redirect, compression.
     wrap_response_stream(exchange, site, StreamOrigin::Proxy);

@@ -10,6 +10,7 @@
 #include "net/socket.h"
 #include "net/tls_context.h"
 #include "net/tls_listen_scheme.h"
+#include "server/acme_options.h"
 #include "server/pid_file.h"
 #include "server/reload.h"
 #include "server/sd_notify.h"
@@ -52,6 +53,7 @@ sigset_t server_signals() {
     sigaddset(&set, SIGINT);
     sigaddset(&set, SIGUSR1);
     sigaddset(&set, SIGHUP);
+    sigaddset(&set, SIGUSR2); // the ACME thread: a certificate was issued (issue 34)
     return set;
 }
 
@@ -139,17 +141,44 @@ bool choose_in_reactor_accept(const ServerOptions& options, unsigned reactors,
     return true;
 }
 
+// At info, what an admin checks first after a start (nginx -T's gist): the config
+// file, each listener and each site with where it sends requests.
+void log_start_up_summary(const ServerOptions& options, const std::vector<std::string>& urls) {
+    if (!log_enabled(LogLevel::Info)) return;
+    log_info("config: %s", options.config_path.empty() ? "none (command-line options only)"
+                                                       : options.config_path.c_str());
+    for (const std::string& url : urls)
+        log_info("listening on %s", url.c_str());
+    if (options.sites.empty()) log_info("site: every host, root %s", options.root.c_str());
+    for (const SiteConfig& site : options.sites) {
+        std::string names;
+        for (const std::string& name : site.server_names)
+            names.append(names.empty() ? "" : " ").append(name);
+        std::string backends;
+        if (site.fastcgi)
+            for (const std::string& address : site.fastcgi->addresses)
+                backends.append(", FastCGI ").append(address);
+        if (site.proxy)
+            for (const std::string& address : site.proxy->addresses)
+                backends.append(", proxy ").append(address);
+        if (!site.tls.empty()) backends.append(", TLS");
+        log_info("site %s%s (%s): root %s%s", names.c_str(), site.is_default ? " (default)" : "",
+                 site.origin.c_str(), site.root.c_str(), backends.c_str());
+    }
+}
+
 } // namespace
 
 struct Server::State {
     State(const ServerOptions& options, int argc, char** argv)
-        : options(options), argc(argc), argv(argv) {}
+        : options(options), argc(argc), argv(argv), latest(options) {}
 
     bool open_listeners(std::string& error);
     bool load_tls(std::string& error);
     bool make_workers(std::string& error);
     bool make_acceptor(std::string& error);
     bool write_pid_file(std::string& error);
+    bool start_acme(std::string& error);
     void start_threads();
     void wait_for_signals();
     void stop_threads();
@@ -175,6 +204,8 @@ struct Server::State {
 
     std::atomic<int64_t> live_total{0};
     std::unique_ptr<ReactorLoad[]> loads;
+    // The limits' per-client state, shared by the workers (before them: they hold slots).
+    std::unique_ptr<ClientTable> clients;
     std::vector<Worker*> worker_list; // what every worker's status page reads
     std::vector<std::unique_ptr<Worker>> workers;
     std::unique_ptr<ReusePortListeners> reuseport; // with in-reactor accept
@@ -182,6 +213,10 @@ struct Server::State {
     std::vector<std::thread> reactor_threads;
     std::thread acceptor_thread;
     std::atomic<unsigned> running{0};
+    std::unique_ptr<acme::AcmeManager> acme; // with --domain or tls = "acme"
+    // The options in force: those of the start, then of the last good reload
+    // (an ACME certificate swaps the TLS context these describe).
+    ServerOptions latest;
 };
 
 Server::Server(const ServerOptions& options, int argc, char** argv)
@@ -216,6 +251,15 @@ bool Server::start(std::string& error) {
         gid_t gid;
         if (!service_identity(s.options, uid, gid, error)) return false;
         set_log_file_owner(uid, gid);
+        // Issue 33: a file a rotation leaves that the user may not open
+        // (`create 0644 root root`) is opened by a helper that keeps root
+        // for that alone; forked now, before any thread.
+        std::vector<std::string> paths;
+        for (const std::string* path : {&s.options.error_log, &s.options.access_log})
+            paths.push_back(*path);
+        for (const SiteConfig& site : s.options.sites)
+            if (site.access_log) paths.push_back(*site.access_log);
+        if (!start_log_file_opener(paths, error)) return false;
     }
     if (!s.logs.start(s.options, error)) return false;
     s.logs_started = true;
@@ -227,7 +271,8 @@ bool Server::start(std::string& error) {
     // Privileges go after every socket is bound and every root opened.
     // The PID file too, so that root can write it in /run.
     return s.open_listeners(error) && s.load_tls(error) && s.make_workers(error) &&
-           s.make_acceptor(error) && s.write_pid_file(error) && drop_privileges(s.options, error);
+           s.make_acceptor(error) && s.write_pid_file(error) && drop_privileges(s.options, error) &&
+           s.start_acme(error);
 }
 
 bool Server::State::open_listeners(std::string& error) {
@@ -255,8 +300,8 @@ bool Server::State::open_listeners(std::string& error) {
 // The certificates were checked when the options were parsed; they are read
 // again here, so a file changed in between is caught as well.
 bool Server::State::load_tls(std::string& error) {
-    if (!uses_tls(options)) return true;
-    SslContextRef context = build_tls_context(tls_settings(options), error);
+    if (!uses_tls(latest)) return true;
+    SslContextRef context = build_tls_context(tls_settings(latest), error);
     if (!context) return false;
     TlsContextSlot::process().publish(std::move(context));
     return true;
@@ -267,7 +312,8 @@ bool Server::State::make_workers(std::string& error) {
     if (!options.sites.empty()) sites = std::make_shared<const SiteTable>(options.sites);
     loads = std::make_unique<ReactorLoad[]>(threads);
     unsigned cores = std::max(1u, unsigned(sysconf(_SC_NPROCESSORS_ONLN)));
-    WorkerShared shared{options, *logs.access, worker_list, monotonic_ms()};
+    clients = std::make_unique<ClientTable>(options.limit_memory);
+    WorkerShared shared{options, *logs.access, worker_list, monotonic_ms(), clients.get()};
     for (unsigned i = 0; i < threads; ++i) {
         ReactorOptions reactor_options;
         reactor_options.index = i;
@@ -324,6 +370,23 @@ bool Server::State::write_pid_file(std::string& error) {
     return pid_file_written;
 }
 
+// After dropping privileges: the state folder and what the ACME thread
+// writes there belong to the service user, who renews them later.
+bool Server::State::start_acme(std::string& error) {
+    acme.reset(); // after a reload that changed what is managed: the old thread first
+    if (!uses_acme(latest)) return true;
+    // The ACME thread only tells the main thread, which swaps the TLS context
+    // as a reload does (a signal, because the main thread waits in sigtimedwait).
+    acme = std::make_unique<acme::AcmeManager>(acme_options(latest),
+                                               [] { ::kill(::getpid(), SIGUSR2); });
+    if (!latest.acme_on_demand_ask.empty())
+        set_unknown_name_hook(
+            [](std::string_view name) { acme::OnDemandRequests::process().push(name); });
+    if (acme->start(error)) return true;
+    error = "--state-dir: " + error;
+    return false;
+}
+
 int Server::run() {
     State& s = *state_;
     s.start_threads();
@@ -335,6 +398,7 @@ int Server::run() {
              io_backend_name(s.io), static_cast<long long>(s.max_connections),
              s.accept_reason.c_str());
     notify_service_manager("READY=1");
+    log_start_up_summary(s.options, s.urls);
     if (!s.options.fastcgi.empty())
         log_info("FastCGI: %s for %zu extension(s), %u connections in all (%s), queue %u per "
                  "reactor",
@@ -389,8 +453,24 @@ void Server::State::wait_for_signals() {
             for (unsigned i = 0; i < threads; ++i)
                 counts += (i ? " " : "") + std::to_string(loads[i].live_connections.load());
             log_info("SIGUSR1: logs reopened; connections per reactor: %s", counts.c_str());
+        } else if (signal_number == SIGUSR2 && !stopping && uses_tls(latest)) {
+            // New connections get the certificates now stored; those in flight keep theirs.
+            std::string error;
+            if (load_tls(error))
+                log_info("TLS: certificates read again (a new ACME certificate)");
+            else
+                log_error("TLS: the new certificates do not load (%s); keeping the running ones",
+                          error.c_str());
         } else if (signal_number == SIGHUP && !stopping) {
-            reload(argc, argv, options, worker_list, logs.sites, listening);
+            std::optional<ServerOptions> applied;
+            reload(argc, argv, options, worker_list, logs.sites, listening, &applied);
+            if (applied) {
+                bool acme_changed = acme_options(*applied) != acme_options(latest);
+                latest = std::move(*applied);
+                std::string error;
+                if (acme_changed && !start_acme(error))
+                    log_error("SIGHUP: ACME not restarted: %s", error.c_str());
+            }
         } else if (signal_number == SIGTERM || signal_number == SIGINT ||
                    signal_number == SIGQUIT) {
             if (stopping && signal_number == SIGINT) {
@@ -413,6 +493,7 @@ void Server::State::wait_for_signals() {
 }
 
 void Server::State::stop_threads() {
+    acme.reset(); // an order in flight is abandoned
     if (acceptor_thread.joinable()) acceptor_thread.join();
     for (auto& thread : reactor_threads)
         thread.join();

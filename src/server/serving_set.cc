@@ -113,6 +113,41 @@ bool make_x_accel_files(const std::optional<XAccel>& x_accel, const StaticOption
     return bool(handlers.x_accel_files);
 }
 
+// The site's locations, each with its own files (and scripts) under its
+// root, with the site's file options otherwise; sorted for the router.
+bool make_locations(const SiteConfig& site, const StaticOptions& site_options,
+                    const fastcgi::ScriptResolverOptions* scripts, SiteHandlers& handlers,
+                    std::string& error) {
+    auto extensions = std::make_shared<const std::vector<std::string>>(
+        scripts ? scripts->extensions : std::vector<std::string>{});
+    for (const SiteLocation& config : site.locations) {
+        SiteHandlers::Location location;
+        location.config = &config;
+        StaticOptions options = site_options;
+        options.root = config.root;
+        location.files = StaticHandler::create(options, error);
+        if (location.files && config.handler == "fastcgi" && scripts) {
+            fastcgi::ScriptResolverOptions own = *scripts;
+            own.root = config.root;
+            location.scripts = fastcgi::ScriptResolver::create(own, error);
+        }
+        if (!location.files || (config.handler == "fastcgi" && !location.scripts)) {
+            if (config.handler == "fastcgi" && !scripts) error = "the site has no fastcgi";
+            error.insert(0, config.origin + ": location " + config.path + ": ");
+            return false;
+        }
+        location.script_extensions = extensions;
+        location.extension_views.assign(extensions->begin(), extensions->end());
+        handlers.locations.push_back(std::move(location));
+    }
+    std::stable_sort(handlers.locations.begin(), handlers.locations.end(),
+                     [](const SiteHandlers::Location& a, const SiteHandlers::Location& b) {
+                         if (a.config->exact != b.config->exact) return a.config->exact;
+                         return a.config->path.size() > b.config->path.size();
+                     });
+    return true;
+}
+
 std::unique_ptr<ServingSet> make_serving_set(const ServerOptions& options,
                                              const std::shared_ptr<const SiteTable>& sites,
                                              SiteLogs& logs, unsigned index, unsigned threads,
@@ -127,6 +162,8 @@ std::unique_ptr<ServingSet> make_serving_set(const ServerOptions& options,
     auto set = std::make_unique<ServingSet>();
     set->root.files = StaticHandler::create(base, error);
     if (!set->root.files) return nullptr;
+    set->access_log_format = options.access_log_format;
+    set->root.log_format = options.access_log_format.get();
     set->root.try_files = options.try_files;
     set->root.compress = options.compress;
     if (options.request_buffering) set->root.body_buffer = body_buffer_options(options);
@@ -139,6 +176,7 @@ std::unique_ptr<ServingSet> make_serving_set(const ServerOptions& options,
         set->root.scripts = fastcgi::ScriptResolver::create(scripts, error);
         if (!set->root.scripts) return nullptr;
         set->root.pool = fastcgi_group(*set, options, nullptr, options.root, index, threads);
+        set->root.fastcgi_params = options.fastcgi_params;
     }
     if (!options.proxy.address.empty() && !sites)
         set->root.proxy = make_proxy_route(*set, options, nullptr, index, threads);
@@ -146,6 +184,8 @@ std::unique_ptr<ServingSet> make_serving_set(const ServerOptions& options,
         const SiteConfig& site = sites->site(i);
         SiteHandlers handlers;
         handlers.config = &site;
+        handlers.log_format =
+            site.access_log_format ? site.access_log_format.get() : options.access_log_format.get();
         handlers.try_files = site.try_files ? site.try_files : options.try_files;
         handlers.compress = site.compress.value_or(options.compress);
         if (site.request_buffering.value_or(options.request_buffering))
@@ -170,18 +210,23 @@ std::unique_ptr<ServingSet> make_serving_set(const ServerOptions& options,
         }
         // A site without its own `fastcgi` sends its scripts, resolved under its
         // own root, to the global backend (nginx inherits fastcgi_pass alike).
+        std::optional<fastcgi::ScriptResolverOptions> scripts;
         if (site.fastcgi || global_fastcgi) {
             const SiteFastCgi* own = site.fastcgi ? &*site.fastcgi : nullptr;
-            fastcgi::ScriptResolverOptions scripts{
+            scripts = fastcgi::ScriptResolverOptions{
                 site.root, own && !own->ext.empty() ? own->ext : options.fastcgi_ext,
                 site_options.index, site_options.dotfiles_allow, site_options.symlinks};
-            handlers.scripts = fastcgi::ScriptResolver::create(scripts, error);
+            handlers.scripts = fastcgi::ScriptResolver::create(*scripts, error);
             if (!handlers.scripts) {
                 error.insert(0, site.origin + ": ");
                 return nullptr;
             }
             handlers.pool = fastcgi_group(*set, options, own, site.root, index, threads);
+            handlers.fastcgi_params = options.fastcgi_params;
+            fastcgi::merge_cgi_params(handlers.fastcgi_params, site.fastcgi_params);
         }
+        if (!make_locations(site, site_options, scripts ? &*scripts : nullptr, handlers, error))
+            return nullptr;
         if (site.proxy || !options.proxy.address.empty())
             handlers.proxy = make_proxy_route(*set, options, site.proxy ? &*site.proxy : nullptr,
                                               index, threads);

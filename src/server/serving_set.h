@@ -10,6 +10,7 @@
 // settings did not change (adopt_pools).
 #pragma once
 
+#include "fastcgi/cgi_params.h"
 #include "fastcgi/script_resolver.h"
 #include "fastcgi/upstream.h"
 #include "http/buffered_body_stream.h"
@@ -33,8 +34,13 @@ namespace lepus {
 struct SiteHandlers {
     std::unique_ptr<StaticHandler> files;
     std::unique_ptr<fastcgi::ScriptResolver> scripts; // null: everything is static here
-    size_t pool = 0;                    // ServingSet::fastcgi_groups index, with scripts
-    AsyncLogger* access_log = nullptr;  // null: the global access log
+    size_t pool = 0; // ServingSet::fastcgi_groups index, with scripts
+    // --fastcgi-param with the site's `fastcgi_params` on top, sent with every script.
+    std::vector<fastcgi::CgiParam> fastcgi_params;
+    AsyncLogger* access_log = nullptr; // null: the global access log
+    // The site's access_log_format, else the global one; null or Combined:
+    // append_combined_line, the fast path.
+    const AccessLogFormat* log_format = nullptr;
     const SiteConfig* config = nullptr; // null for the default root
     std::optional<TryFiles> try_files;  // the site's, else --try-files / --spa
     bool compress = true;               // scripts' output too (--compress)
@@ -52,6 +58,23 @@ struct SiteHandlers {
         std::string host;
     };
     std::optional<ProxyRoute> proxy;
+
+    // The site's first name, for the error log ("server: ..."); empty for the default root.
+    std::string_view name() const {
+        return config && !config->server_names.empty() ? std::string_view(config->server_names[0])
+                                                       : std::string_view();
+    }
+    // The site's `locations` (server/router_locations.cc), exact ones first,
+    // then prefixes longest first: the first that matches is the request's.
+    struct Location {
+        const SiteLocation* config = nullptr;
+        std::unique_ptr<StaticHandler> files;
+        std::unique_ptr<fastcgi::ScriptResolver> scripts; // handler = "fastcgi"
+        // The site's script extensions: a static location refuses them (403).
+        std::shared_ptr<const std::vector<std::string>> script_extensions;
+        std::vector<std::string_view> extension_views;
+    };
+    std::vector<Location> locations;
 };
 
 struct ServingSet {
@@ -76,6 +99,8 @@ struct ServingSet {
     std::vector<GroupSpec> proxy_specs;
     std::vector<std::shared_ptr<proxy::BackendPool>> proxy_pools;
     std::vector<upstream::Group> proxy_groups;
+    // --access-log-format, for the lines of no site (a request the parser refused).
+    std::shared_ptr<const AccessLogFormat> access_log_format;
     // Keeps the per-site access logs this set writes to open.
     std::vector<std::shared_ptr<AsyncLogger>> access_logs;
 

@@ -1,5 +1,7 @@
 #include "server/site_table.h"
 
+#include "http/path.h"
+
 #include <algorithm>
 #include <cctype>
 
@@ -56,20 +58,46 @@ size_t SiteTable::match(std::string_view host_header) const {
     return best;
 }
 
-const Redirect* find_redirect(const SiteConfig& site, std::string_view path) {
-    for (const Redirect& redirect : site.redirects)
-        if (redirect.from == path) return &redirect;
+const Redirect* find_redirect(const SiteConfig& site, std::string_view path, PatternMatch& match) {
+    for (const Redirect& redirect : site.redirects) {
+        bool matches = redirect.compiled ? redirect.compiled->match(path, match)
+                       : redirect.prefix ? path.starts_with(redirect.from)
+                                         : redirect.from == path;
+        if (matches) return &redirect;
+    }
     return nullptr;
 }
 
-void append_rule_headers(const SiteConfig& site, std::string_view path, std::string& out) {
+const Redirect* find_redirect(const SiteConfig& site, std::string_view path) {
+    PatternMatch match;
+    return find_redirect(site, path, match);
+}
+
+void append_redirect_target(const Redirect& redirect, std::string_view path, std::string_view query,
+                            const PatternMatch& match, std::string& out) {
+    if (!redirect.compiled && !redirect.prefix) {
+        out.append(redirect.to);
+        return;
+    }
+    if (redirect.compiled) {
+        append_substituted(redirect.to, path, match, out);
+    } else {
+        out.append(redirect.to);
+        append_percent_encoded(path.substr(redirect.from.size()), out);
+    }
+    if (query.empty()) return;
+    out.push_back(redirect.to.find('?') == std::string::npos ? '?' : '&');
+    out.append(query);
+}
+
+void add_rule_headers(const SiteConfig& site, std::string_view path, ResponseHead& out) {
     for (const HeaderRule& rule : site.headers) {
         std::string_view match = rule.match;
         bool applies = match == "*" ||
                        (match.starts_with("*.") && ends_with_extension(path, match.substr(1))) ||
                        (match.starts_with("/") && path.starts_with(match));
         if (!applies) continue;
-        out.append(rule.name).append(": ").append(rule.value).append("\r\n");
+        out.add(rule.name, rule.value);
     }
 }
 

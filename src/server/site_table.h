@@ -2,7 +2,9 @@
 // per-site rules applied around the static handler (redirects, extra headers).
 #pragma once
 
+#include "http/response_head.h"
 #include "server/config_file.h"
+#include "server/path_pattern.h"
 
 #include <string>
 #include <string_view>
@@ -29,10 +31,19 @@ private:
     size_t default_site_ = 0;
 };
 
-// The redirect configured for exactly `path` (decoded, without the query), or nullptr.
-const Redirect* find_redirect(const SiteConfig& site, std::string_view path);
+// The first of the site's redirects that matches `path` (decoded, without the
+// query), with a pattern's captures in `match`; nullptr when none does.
+const Redirect* find_redirect(const SiteConfig& site, std::string_view path, PatternMatch& match);
+const Redirect* find_redirect(const SiteConfig& site, std::string_view path); // tests
 
-// Appends "Name: value\r\n" for every header rule of `site` that matches `path`.
-void append_rule_headers(const SiteConfig& site, std::string_view path, std::string& out);
+// Appends where `redirect` sends `path`?`query` (`query` without its '?'):
+// exact, `to` as written; prefix, `to` + the rest of the path + the query;
+// pattern, `to` with $N replaced + the query (after `to`'s own with '&', as
+// nginx). What comes from the path is percent-encoded.
+void append_redirect_target(const Redirect& redirect, std::string_view path, std::string_view query,
+                            const PatternMatch& match, std::string& out);
+
+// Adds a field for every header rule of `site` that matches `path`.
+void add_rule_headers(const SiteConfig& site, std::string_view path, ResponseHead& out);
 
 } // namespace lepus

@@ -64,6 +64,13 @@ StatusSnapshot take_snapshot(Worker& worker, const ServingSet& serving, uint64_t
     status.log_lines_dropped = worker.access_log().dropped_lines();
     for (const auto& log : serving.access_logs) // the per-site logs
         status.log_lines_dropped += log->dropped_lines();
+    if (const ClientTable* clients = worker.shared().clients) {
+        status.limit_entries = clients->size();
+        status.limit_capacity = clients->capacity();
+        status.limit_evictions = clients->evictions();
+        for (ClientTable::SiteRefusals& site : clients->refusals())
+            status.limited.push_back({std::move(site.site), site.requests, site.connections});
+    }
     return status;
 }
 
@@ -72,14 +79,15 @@ StatusSnapshot take_snapshot(Worker& worker, const ServingSet& serving, uint64_t
 void serve_status(Worker& worker, std::span<const Cidr> allow, Exchange& exchange) {
     const Request& request = *exchange.request;
     Response& response = exchange.response;
-    ReplyContext context{exchange.now_s, exchange.keep_alive, request.is_head(),
-                         request.version_minor};
+    ReplyContext context{exchange.keep_alive, request.is_head()};
     const SocketAddress& peer = exchange.client;
     if (std::none_of(allow.begin(), allow.end(),
                      [&](const Cidr& network) { return network.contains(peer); }))
         return build_error_response(403, context, response);
-    if (request.method != Method::Get && request.method != Method::Head)
-        return build_error_response(405, context, response, "Allow: GET, HEAD\r\n");
+    if (request.method != Method::Get && request.method != Method::Head) {
+        build_error_response(405, context, response);
+        return response.head.add("Allow", "GET, HEAD");
+    }
 
     const ServingSet& serving = *exchange.route->serving;
     StatusSnapshot status = take_snapshot(worker, serving, exchange.now_ms);
@@ -91,13 +99,11 @@ void serve_status(Worker& worker, std::span<const Cidr> allow, Exchange& exchang
     else
         render_status_json(status, body);
 
-    begin_head(200, exchange.now_s, response);
-    response.head += prometheus ? "Content-Type: text/plain; version=0.0.4; charset=utf-8\r\n"
-                                : "Content-Type: application/json\r\n";
-    response.head += "Cache-Control: no-store\r\nContent-Length: ";
-    append_decimal(body.size(), response.head);
-    response.head += "\r\n";
-    finish_head(exchange.keep_alive, request.version_minor, response);
+    begin_head(200, exchange.keep_alive, response);
+    response.head.add("Content-Type",
+                      prometheus ? "text/plain; version=0.0.4; charset=utf-8" : "application/json");
+    response.head.add("Cache-Control", "no-store");
+    response.head.content_length = body.size();
     if (!request.is_head()) response.body = body;
 }
 

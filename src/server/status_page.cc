@@ -17,6 +17,15 @@ void append_field(std::string& out, const char* name, uint64_t value, bool comma
     if (comma) out += ", ";
 }
 
+// A server name inside quotes (JSON string, Prometheus label value): the
+// config's names are host names, but a backslash or quote must not break out.
+void append_quoted_text(std::string& out, const std::string& text) {
+    for (char c : text) {
+        if (c == '"' || c == '\\') out += '\\';
+        if (static_cast<unsigned char>(c) >= 0x20) out += c;
+    }
+}
+
 using ReactorField = uint64_t StatusSnapshot::Reactor::*;
 
 void append_metric(std::string& out, const char* name, const char* type, const char* help) {
@@ -107,8 +116,22 @@ void render_status_json(const StatusSnapshot& status, std::string& out) {
     append_field(out, "bad_gateway_502", status.fastcgi_502);
     append_field(out, "timeout_504", status.fastcgi_504, false);
     out += "}, ";
-    append_field(out, "log_lines_dropped", status.log_lines_dropped, false);
-    out += "}\n";
+    append_field(out, "log_lines_dropped", status.log_lines_dropped);
+    out += "\"limits\": {";
+    append_field(out, "entries", status.limit_entries);
+    append_field(out, "capacity", status.limit_capacity);
+    append_field(out, "evictions", status.limit_evictions);
+    out += "\"sites\": {";
+    for (size_t i = 0; i < status.limited.size(); ++i) {
+        const StatusSnapshot::LimitedSite& site = status.limited[i];
+        out += i ? ", \"" : "\"";
+        append_quoted_text(out, site.site);
+        out += "\": {";
+        append_field(out, "limited_requests", site.requests);
+        append_field(out, "limited_connections", site.connections, false);
+        out += '}';
+    }
+    out += "}}}\n";
 }
 
 void render_status_prometheus(const StatusSnapshot& status, std::string& out) {
@@ -199,6 +222,30 @@ void render_status_prometheus(const StatusSnapshot& status, std::string& out) {
     append_metric(out, "lepus_log_lines_dropped_total", "counter",
                   "Log lines dropped because the disk fell behind.");
     out += "lepus_log_lines_dropped_total " + std::to_string(status.log_lines_dropped) + "\n";
+    append_metric(out, "lepus_limit_table_entries", "gauge",
+                  "Clients the limits remember (entries of the client table in use).");
+    out += "lepus_limit_table_entries " + std::to_string(status.limit_entries) + "\n";
+    append_metric(out, "lepus_limit_table_capacity", "gauge",
+                  "Clients the limits can remember within --limit-memory.");
+    out += "lepus_limit_table_capacity " + std::to_string(status.limit_capacity) + "\n";
+    append_metric(out, "lepus_limit_table_evictions_total", "counter",
+                  "Clients the limits forgot to make room (least recently seen first).");
+    out += "lepus_limit_table_evictions_total " + std::to_string(status.limit_evictions) + "\n";
+    const std::pair<const char*, uint64_t StatusSnapshot::LimitedSite::*> refusals[] = {
+        {"lepus_limited_requests_total", &StatusSnapshot::LimitedSite::requests},
+        {"lepus_limited_connections_total", &StatusSnapshot::LimitedSite::connections}};
+    for (auto& [name, field] : refusals) {
+        append_metric(out, name, "counter",
+                      field == &StatusSnapshot::LimitedSite::requests
+                          ? "Requests refused by a site's rate limits."
+                          : "Requests refused by a connection limit (conn_limit, --conn-limit).");
+        for (const StatusSnapshot::LimitedSite& site : status.limited) {
+            out += name;
+            out += "{site=\"";
+            append_quoted_text(out, site.site);
+            out += "\"} " + std::to_string(site.*field) + "\n";
+        }
+    }
 }
 
 } // namespace lepus

@@ -41,6 +41,15 @@ struct StatusSnapshot {
     std::vector<std::pair<int, uint64_t>> status_codes; // (code, responses), ascending
     uint64_t fastcgi_503 = 0, fastcgi_502 = 0, fastcgi_504 = 0;
     uint64_t log_lines_dropped = 0;
+    // The limits (server/client_table.h): the client table's entries in use,
+    // the entries --limit-memory holds, evictions; per site (its first server
+    // name, "" for the default), requests refused by a rate and by a conn limit.
+    uint64_t limit_entries = 0, limit_capacity = 0, limit_evictions = 0;
+    struct LimitedSite {
+        std::string site;
+        uint64_t requests = 0, connections = 0;
+    };
+    std::vector<LimitedSite> limited;
 };
 
 // {"uptime_seconds": ..., "reactors": [...], "status_codes": {"200": n}, ...}

@@ -11,6 +11,7 @@ Http1Options http1_options(const ServerOptions& options) {
     http1.header_timeout_ms = options.header_timeout_ms;
     http1.body_timeout_ms = options.body_timeout_ms;
     http1.send_timeout_ms = options.send_timeout_ms;
+    http1.min_body_rate = options.min_body_rate;
     http1.max_body_size = options.max_body_size;
     http1.keepalive_requests = options.keepalive_requests;
     http1.http2 = options.http2;

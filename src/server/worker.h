@@ -11,6 +11,7 @@
 #include "log/async_logger.h"
 #include "net/reactor.h"
 #include "net/timer_wheel.h"
+#include "server/client_table.h"
 #include "server/options.h"
 #include "server/router.h"
 #include "server/serving_set.h"
@@ -43,6 +44,7 @@ struct WorkerShared {
     AsyncLogger& access_log;             // the global access log
     const std::vector<Worker*>& workers; // every worker, for the status page (read-only use)
     uint64_t started_ms = 0;             // for the status page's uptime
+    ClientTable* clients = nullptr;      // the limits' per-client state
 };
 
 class Worker {

@@ -53,10 +53,6 @@ bool kept_on_x_accel(std::string_view name) {
 
 namespace {
 
-std::string_view line_name(std::string_view line) {
-    return line.substr(0, line.find(':'));
-}
-
 int hex_digit(char c) {
     if (c >= '0' && c <= '9') return c - '0';
     if (c >= 'a' && c <= 'f') return c - 'a' + 10;
@@ -94,26 +90,9 @@ const char* unsafe_x_accel_path(std::string_view path, bool percent_encoded) {
     return nullptr;
 }
 
-void replace_header_lines(std::string_view lines, std::string& head) {
-    if (lines.empty() || !head.ends_with("\r\n\r\n")) return;
-    // Drops the head's lines named in `lines`; the status line stays.
-    size_t at = head.find("\r\n") + 2;
-    while (at + 2 < head.size()) {
-        size_t end = head.find("\r\n", at) + 2;
-        std::string_view name = line_name(std::string_view(head).substr(at, end - at));
-        bool named = false;
-        for (size_t from = 0; from < lines.size() && !named;) {
-            size_t next = lines.find("\r\n", from);
-            if (next == std::string_view::npos) break;
-            named = ascii_iequals(line_name(lines.substr(from, next - from)), name);
-            from = next + 2;
-        }
-        if (named)
-            head.erase(at, end - at);
-        else
-            at = end;
-    }
-    head.insert(head.size() - 2, lines);
+void replace_fields(const ResponseHead& kept, ResponseHead& head) {
+    kept.for_each([&](std::string_view name, std::string_view) { head.remove(name); });
+    kept.for_each([&](std::string_view name, std::string_view value) { head.add(name, value); });
 }
 
 StreamState XAccelStream::poll() {
@@ -166,12 +145,10 @@ XAccelStream::Verdict XAccelStream::check(const StreamHead& head) {
                   sendfile.data(), x_accel_->root.c_str());
         return Verdict::Refused;
     }
-    std::string& lines = exchange_.route->redirect_headers;
-    lines.clear();
-    for (const Header& header : head.headers) {
-        if (!kept_on_x_accel(header.name)) continue;
-        lines.append(header.name).append(": ").append(header.value).append("\r\n");
-    }
+    ResponseHead& kept = exchange_.route->redirect_fields;
+    kept.clear();
+    for (const Header& header : head.headers)
+        if (kept_on_x_accel(header.name)) kept.add(header.name, header.value);
     return Verdict::Redirect;
 }
 
@@ -190,10 +167,10 @@ int XAccelStream::error_status() const {
     return verdict_ == Verdict::Refused ? 502 : inner_->error_status();
 }
 
-std::string_view XAccelStream::error_headers() const {
+std::span<const Header> XAccelStream::error_fields() const {
     return verdict_ == Verdict::PassThrough || verdict_ == Verdict::Unchecked
-               ? inner_->error_headers()
-               : std::string_view{};
+               ? inner_->error_fields()
+               : std::span<const Header>{};
 }
 
 } // namespace lepus

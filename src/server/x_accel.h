@@ -58,16 +58,15 @@ const char* unsafe_x_accel_path(std::string_view path, bool percent_encoded);
 // Whether a script's header field is kept on the file's response.
 bool kept_on_x_accel(std::string_view header_name);
 
-// Puts whole header lines ("Name: value\r\n"...) into a complete response
-// head (status line ... empty line): the head's own lines of the same names
-// go (the script's Content-Type wins over the file's), the rest is added
-// before the empty line.
-void replace_header_lines(std::string_view lines, std::string& head);
+// Puts the script's kept fields into the file's response head: the head's
+// own fields of the same names go (the script's Content-Type wins over the
+// file's), then the kept ones are added, in their order.
+void replace_fields(const ResponseHead& kept, ResponseHead& head);
 
 // A backend's stream (a script's, or an HTTP backend's), watched for
 // X-Accel-Redirect / X-Sendfile. When its head names a file, the stream
 // reports Redirect after setting the route state's redirect_target (the
-// file's URI) and redirect_headers (the kept lines): the engine hands the
+// file's URI) and redirect_fields (the kept fields): the engine hands the
 // exchange back to the router's redirect(), which serves the file. A target
 // it must refuse (X-Sendfile outside DIR, a relative URI, an unsafe path) is
 // Failed with error_status() 502 and one line in the error log.
@@ -85,7 +84,7 @@ public:
     void consume(size_t bytes) override { inner_->consume(bytes); }
     bool ended() const override { return inner_->ended(); }
     int error_status() const override;
-    std::string_view error_headers() const override;
+    std::span<const Header> error_fields() const override;
     void release() override { inner_->release(); }
 
 private:

@@ -1,9 +1,15 @@
 #include "upstream/backend_address.h"
 
 #include <arpa/inet.h>
+#include <cerrno>
 #include <charconv>
+#include <cstdio>
 #include <cstring>
+#include <grp.h>
 #include <netinet/in.h>
+#include <pwd.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 namespace lepus::upstream {
 
@@ -45,6 +51,33 @@ std::optional<BackendAddress> parse_backend_address(std::string_view text) {
     in->sin_port = htons(uint16_t(port));
     address.length = sizeof *in;
     return address;
+}
+
+std::string describe_connect_error(const BackendAddress& address, int error) {
+    std::string text = strerror(error);
+    if (error != EACCES || address.family() != AF_UNIX) return text;
+    const auto* un = reinterpret_cast<const sockaddr_un*>(&address.storage);
+    struct stat info {};
+    if (::stat(un->sun_path, &info) != 0) return text;
+    // Start-up only reaches here once per failed connection: getpwuid/getgrgid
+    // read /etc/passwd, fine for an error path.
+    std::string user = std::to_string(::geteuid());
+    if (const passwd* entry = ::getpwuid(::geteuid())) user = entry->pw_name;
+    std::string group_name = std::to_string(info.st_gid);
+    if (const struct group* entry = ::getgrgid(info.st_gid)) group_name = entry->gr_name;
+    char mode[8];
+    std::snprintf(mode, sizeof mode, "%04o", unsigned(info.st_mode & 07777));
+    if (info.st_mode & S_IWGRP) {
+        text += " (the socket is writable by the group \"" + group_name + "\" (mode " + mode +
+                "): add the user lepus runs as to it: usermod -aG " + group_name + " " + user +
+                ", or SupplementaryGroups=" + group_name + " in lepus.service)";
+    } else {
+        text += std::string(" (the socket's mode ") + mode +
+                " lets only its owner connect: set listen.owner, listen.group and "
+                "listen.mode = 0660 in php-fpm's pool, and add the user lepus runs as (\"" +
+                user + "\") to that group)";
+    }
+    return text;
 }
 
 } // namespace lepus::upstream

@@ -22,4 +22,9 @@ struct BackendAddress {
 // nullopt on anything else, including a unix path too long for sun_path.
 std::optional<BackendAddress> parse_backend_address(std::string_view text);
 
+// Why connect() to `address` failed, for the error log: strerror(error), and for a
+// unix socket this process may not write to (EACCES) what to change: the group to
+// add the user lepus runs as to, or php-fpm's listen.mode (issue 33).
+std::string describe_connect_error(const BackendAddress& address, int error);
+
 } // namespace lepus::upstream

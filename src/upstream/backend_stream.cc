@@ -48,6 +48,7 @@ StreamState BackendStream::admission() {
         static thread_local time_t last_warning = 0;
         if (exchange_.now_s != last_warning) {
             last_warning = exchange_.now_s;
+            ScopedLogContext context(log_context);
             const char* protocol = pool_->names().protocol;
             const char* address = pool_->options().address.text.c_str();
             if (tunnels_full())
@@ -58,7 +59,7 @@ StreamState BackendStream::admission() {
                          "full or the wait timed out: 503",
                          protocol, address);
         }
-        return failed(503, "Retry-After: 1\r\n");
+        return failed(503, kRetryAfter);
     }
     if (queued()) return StreamState::Pending;
     if (!connection()) return failed(502);
@@ -69,10 +70,10 @@ StreamState BackendStream::failed(Failure failure) {
     return failed(failure == Failure::Timeout || failure == Failure::ConnectTimeout ? 504 : 502);
 }
 
-StreamState BackendStream::failed(int status, std::string_view headers) {
+StreamState BackendStream::failed(int status, std::span<const Header> fields) {
     if (head_reported_) return StreamState::Broken;
     error_status_ = status;
-    error_headers_ = headers;
+    error_fields_ = fields;
     return StreamState::Failed;
 }
 
@@ -105,6 +106,7 @@ bool BackendStream::fail_over() {
     pool_->release_tunnel_slot(*this);
     pool_ = &group_.pick(exchange_.now_ms, key_, pool_);
     acquired_ = false;
+    ScopedLogContext context(log_context);
     log_info("%s: trying %s instead", pool_->names().protocol,
              pool_->options().address.text.c_str());
     return true;

@@ -29,7 +29,7 @@ public:
     void consume(size_t bytes) override;
     bool ended() const override;
     int error_status() const override { return error_status_; }
-    std::string_view error_headers() const override { return error_headers_; }
+    std::span<const Header> error_fields() const override { return error_fields_; }
     // The connection returns to its pool, or drains the rest of an abandoned response first.
     void release() override;
 
@@ -52,7 +52,7 @@ protected:
     virtual bool wants_tunnel() const { return false; }
     // A failed connection's answer: 504 after a timeout, else 502 (Broken after the head).
     StreamState failed(Failure failure);
-    StreamState failed(int status, std::string_view headers = {});
+    StreamState failed(int status, std::span<const Header> fields = {});
 
     Group& group_;
     Pool* pool_ = nullptr;
@@ -63,7 +63,7 @@ protected:
     bool resend_complete_ = false;
     StreamHead head_;
     int error_status_ = 0;
-    std::string_view error_headers_;
+    std::span<const Header> error_fields_;
     bool request_sent_ = false;
     bool head_reported_ = false;
 

@@ -73,7 +73,8 @@ void Connection::connect_socket() {
     if (rc != 0 && errno != EINPROGRESS) {
         int error = errno;
         fd_.reset();
-        return fail(Failure::Connect, strerror(error));
+        return fail(Failure::Connect,
+                    ("connect: " + describe_connect_error(address, error)).c_str());
     }
     if (!reactor_.add(fd_.get(), this, EPOLLIN | EPOLLOUT | EPOLLRDHUP, false)) {
         fd_.reset();
@@ -152,7 +153,8 @@ void Connection::on_events(uint32_t events) {
         getsockopt(fd_.get(), SOL_SOCKET, SO_ERROR, &error, &length);
         if (error != 0) {
             close_socket();
-            fail(Failure::Connect, strerror(error));
+            fail(Failure::Connect,
+                 ("connect: " + describe_connect_error(address(), error)).c_str());
             if (!client_) return drop_spare();
             return notify();
         }
@@ -282,6 +284,7 @@ void Connection::fail(Failure failure, const char* reason) {
     // A failed health check is the check's to count and report (one line
     // when the backend goes out, not one per interval).
     if (probe_) return;
+    ScopedLogContext context(client_ ? client_->log_context : LogContext{});
     log_error("%s %s: %s%s", names().protocol, address().text.c_str(), reason,
               log_context().c_str());
     // A backend that cannot be reached, or that closes before answering:

@@ -24,6 +24,7 @@
 // TimerEntry in the pool covers them all (lwan's keepalive queue, lwan-tq.c).
 #pragma once
 
+#include "log/error_log.h"
 #include "net/reactor.h"
 #include "net/timer_wheel.h"
 #include "upstream/backend_address.h"
@@ -117,6 +118,10 @@ public:
     bool tunnels_full() const { return tunnels_full_; }
     // Waiting in the pool's queue.
     bool queued() const { return queued_; }
+
+    // The request's context for its connection's error lines (log/error_log.h):
+    // the client, site, request line and backend, as nginx's "while connecting to upstream".
+    LogContext log_context;
 
 protected:
     ~Client() = default;

@@ -6,8 +6,10 @@ config that is accepted but silently wrong is refused (exit 2 at start, 1 with
 import os
 import pwd
 import re
+import signal
 import subprocess
 import textwrap
+import time
 import unittest
 
 import harness
@@ -173,6 +175,119 @@ class SilentlyWrong(Base):
             self.assertEqual(response.header("location"), "https://a.test/")
         finally:
             server.stop(self)
+
+    def test_top_level_index_as_one_string_is_refused(self):
+        text = 'allow_root = true\nroot = "%s"\nindex = "index.php index.html"\n' % self.www
+        self.assert_refused(text, "'index' is a list of file names", 3)
+
+    def test_errors_name_the_config_key_and_line(self):
+        text = 'allow_root = true\nroot = "%s"\ntemp_dir = "%s/absent"\n' % (self.www, self.dir)
+        self.assert_refused(text, "'temp_dir' '%s/absent' is not a directory" % self.dir, 3)
+        text = 'allow_root = true\nroot = "%s"\nstatus_path = "status"\n' % self.www
+        self.assert_refused(text, "'status_path' must start with /", 3)
+
+
+def openssl(*args, cwd):
+    subprocess.run(["openssl"] + list(args), cwd=cwd, check=True, capture_output=True,
+                   timeout=60)
+
+
+def make_certificates(directory):
+    """Made at test time with the openssl tool: an issuer ("Test Intermediate"),
+    a certificate it issued for a.test and www.a.test with its key, the full
+    chain in order and reversed, and one for a.test that expired in 2020."""
+    ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
+    openssl("req", "-x509", *ec, "-keyout", "issuer.key", "-out", "issuer.pem", "-days", "2",
+            "-subj", "/CN=Test Intermediate", cwd=directory)
+    openssl("req", *ec, "-keyout", "site.key", "-out", "site.csr", "-subj", "/CN=a.test",
+            "-addext", "subjectAltName=DNS:a.test,DNS:www.a.test", cwd=directory)
+    openssl("x509", "-req", "-in", "site.csr", "-CA", "issuer.pem", "-CAkey", "issuer.key",
+            "-out", "site.pem", "-days", "2", "-copy_extensions", "copy", cwd=directory)
+    # `openssl ca` is the one tool of OpenSSL 3.0 that sets dates in the past.
+    with open(os.path.join(directory, "ca.cnf"), "w") as f:
+        f.write("[ca]\ndefault_ca = x\n[x]\ndatabase = index.txt\nnew_certs_dir = .\n"
+                "serial = serial\ndefault_md = sha256\npolicy = p\n[p]\ncommonName = supplied\n")
+    open(os.path.join(directory, "index.txt"), "w").close()
+    with open(os.path.join(directory, "serial"), "w") as f:
+        f.write("01\n")
+    openssl("ca", "-batch", "-config", "ca.cnf", "-cert", "issuer.pem", "-keyfile", "issuer.key",
+            "-in", "site.csr", "-out", "expired.pem", "-notext", "-startdate", "20200101000000Z",
+            "-enddate", "20200102000000Z", cwd=directory)
+    def read(name):
+        with open(os.path.join(directory, name)) as f:
+            return f.read()
+    for name, parts in (("full.pem", ("site.pem", "issuer.pem")),
+                        ("reversed.pem", ("issuer.pem", "site.pem"))):
+        with open(os.path.join(directory, name), "w") as f:
+            f.write("".join(read(part) for part in parts))
+    return {name: os.path.join(directory, name + ".pem") for name in ("full", "reversed",
+                                                                      "expired", "site")}, \
+        os.path.join(directory, "site.key")
+
+
+class Certificates(Base):
+    """Issue 33 item 7's TLS half: a certificate clients will refuse is warned
+    about; a chain in the wrong order says so; TLS errors name the file and line."""
+    site = SilentlyWrong.site
+    assert_refused = SilentlyWrong.assert_refused
+    warnings = SilentlyWrong.warnings
+
+    def setUp(self):
+        super().setUp()
+        self.certs, self.key = make_certificates(self.dir)
+
+    def tls_site(self, cert, names='["a.test", "www.a.test"]'):
+        return 'listen = ["https://127.0.0.1:0"]\n' + self.site(
+            'tls = { cert = "%s", key = "%s" }\n' % (cert, self.key), names)
+
+    def test_a_good_chain_gives_no_warning(self):
+        self.assertEqual(self.warnings(self.tls_site(self.certs["full"]))[1], [])
+
+    def test_expired_certificate_is_warned_about(self):
+        path, warnings = self.warnings(self.tls_site(self.certs["expired"], '["a.test"]'))
+        self.assertEqual(len(warnings), 1, warnings)
+        self.assertIn("%s:6:7: TLS certificate '%s' (/CN=a.test) expired on 2020-01-02"
+                      % (path, self.certs["expired"]), warnings[0])
+
+    def test_names_the_certificate_does_not_cover_are_warned_about(self):
+        path, warnings = self.warnings(
+            self.tls_site(self.certs["full"], '["a.test", "b.test", "*.a.test"]'))
+        self.assertEqual(len(warnings), 2, warnings)
+        self.assertIn("does not cover the server name 'b.test'", warnings[0])
+        self.assertIn("does not cover the server name '*.a.test'", warnings[1])
+
+    def test_reversed_chain_says_so(self):
+        path = self.write(self.tls_site(self.certs["reversed"]))
+        for args, code in ((["-t"], 1), ([], 2)):
+            result = run(args + ["--config", path], cwd=self.dir)
+            self.assertEqual(result.returncode, code, result.stderr)
+            self.assertIn("the chain is in the wrong order", result.stderr)
+            self.assertNotIn("does not match", result.stderr)
+            self.assertRegex(result.stderr, r"lepus: %s:6:7: TLS key '%s': the certificate of "
+                             r"this key is number 2" % (re.escape(path), re.escape(self.key)))
+
+    def test_reload_logs_the_warnings(self):
+        tls = 'tls = { cert = "%s", key = "%s" }\n'
+        path = self.write(self.site(tls % (self.certs["full"], self.key)))
+        server = harness.Lepus(["--config", path], root=self.www)
+        try:
+            self.write(self.site(tls % (self.certs["expired"], self.key), '["a.test"]'))
+            server.proc.send_signal(signal.SIGHUP)
+            deadline = time.monotonic() + 20
+            while "SIGHUP: configuration reloaded" not in server.error_log_text():
+                self.assertLess(time.monotonic(), deadline, server.error_log_text())
+                time.sleep(0.05)
+            self.assertIn("SIGHUP: %s:5:7: TLS certificate '%s' (/CN=a.test) expired on 2020-01-02"
+                          % (path, self.certs["expired"]), server.error_log_text())
+        finally:
+            server.stop(self)
+
+    def test_tls_errors_name_the_file_and_line(self):
+        missing = os.path.join(self.dir, "missing.pem")
+        text = ('allow_root = true\nroot = "%s"\nlisten = ["https://127.0.0.1:0"]\n'
+                'tls_cert = "%s"\ntls_key = "%s"\n' % (self.www, missing, self.key))
+        self.assert_refused(text, "cannot read TLS certificate '%s'" % missing, 4)
+        self.assert_refused(self.tls_site(missing), "cannot read TLS certificate", 6)
 
 
 if __name__ == "__main__":

@@ -26,7 +26,7 @@ from harness import BINARY
 HERE = os.path.dirname(os.path.abspath(__file__))
 TOOL = os.path.join(HERE, "..", "..", "src", "tool", "lepus-bench")
 sys.path.insert(0, os.path.dirname(TOOL))
-from lepus_bench import cli, ratios, rounds, servers  # noqa: E402  (the tool's own code)
+from lepus_bench import cli, ratios, rounds, scenarios, servers  # noqa: E402  (the tool's own code)
 
 
 def lepus_has_io():
@@ -286,7 +286,18 @@ class BenchToolTest(unittest.TestCase):
         defaults = parsed()
         self.assertEqual((defaults.rounds, defaults.round_seconds, defaults.warmup_seconds),
                          (7, 3, 1))
-        self.assertEqual(parsed("--quick").rounds, 3)
+        quick = parsed("--quick")
+        # Issue 38: --quick is a first answer in under 2 minutes: four rows, two
+        # servers, pinned, short rounds; each still settable by its own flag.
+        self.assertEqual((quick.rounds, quick.round_seconds, quick.server_list,
+                          quick.mode_list, quick.scenario_list),
+                         (3, 2, ["lepus", "nginx"], ["pinned"], list(cli.QUICK_SCENARIOS)))
+        self.assertEqual(parsed("--quick", "--servers", "lepus,h2o", "--modes", "unpinned",
+                                "--round-seconds", "3", "--scenarios", "4k").scenario_list,
+                         ["4k"])
+        self.assertEqual((defaults.server_list, defaults.mode_list),
+                         (["lepus", "nginx", "apache"], ["pinned", "unpinned"]))
+        self.assertEqual(len(defaults.scenario_list), len(scenarios.SCENARIOS))
         self.assertEqual(parsed("--runs", "5").rounds, 5)  # the old name of --rounds
         # lepus-before (any executable will do for the parser) follows lepus's engines.
         self.assertEqual(parsed("--servers", "nginx,lepus", "--io", "epoll,uring",
@@ -387,6 +398,20 @@ class BenchToolTest(unittest.TestCase):
             table = f.read()
         self.assertIn("| test | lepus | lepus-uring |", table)
         self.assertIn("`lepus-uring` = `lepus --io uring`", table)
+
+    @unittest.skipUnless(shutil.which("wrk"), "wrk missing (apt-get install wrk)")
+    def test_quick_prints_the_verdict_and_what_the_full_run_adds(self):
+        self.assertTrue(os.access(BINARY, os.X_OK), "set LEPUS_BINARY")
+        result = run_tool(["--quick", "--servers", "lepus", "--lepus-before", BINARY,
+                           "--scenarios", "small", "--rounds", "1", "--round-seconds", "1",
+                           "--lepus", BINARY, "--out", self.out,
+                           "--port-base", str(free_port_pair()), "--no-charts"])
+        self.assertEqual(result.returncode, 0, result.stderr)
+        self.assertIn("### Verdict: median of the per-round ratios [min-max]", result.stdout)
+        self.assertRegex(result.stdout, r"\| wrk -c100 `/` \| lepus / lepus-before \| "
+                         r"[0-9.]+ \[[0-9.]+-[0-9.]+\] \|")
+        self.assertRegex(result.stdout, r"The full run \(without --quick, about \d+ minutes\) "
+                         r"adds: .*the unpinned mode.*slowloris")
 
     @unittest.skipUnless(shutil.which("wrk"), "wrk missing (apt-get install wrk)")
     def test_taken_port_is_refused_in_one_line(self):

@@ -193,5 +193,71 @@ class Http2Attacks(harness.LepusTestCase):
             self.assert_still_serves(sock, 41)
 
 
+def padded_block(first):
+    """A GET of / whose head decodes to about 60 KiB: one 3,900-byte field
+    put in the HPACK table by the connection's first stream, then 15
+    one-byte references to it (RFC 7541 §6.1), within the 64 KiB list."""
+    block = request_block()
+    if first:
+        return block + b"\x40" + hpack_int(3, 7) + b"x-a" + hpack_int(3900, 7) + b"v" * 3900 + \
+            b"\xbe" * 14
+    return block + b"\xbe" * 15
+
+
+class BlockedStreamMemory(unittest.TestCase):
+    """Item 9: 20 connections x 100 streams, each with 60 KiB of request
+    head and SETTINGS_INITIAL_WINDOW_SIZE 0, so no answer's DATA can leave:
+    every stream kept its head until the send rate closed the connection,
+    and RSS grew by 123 MB (120 before the send rate's intervals). Streams
+    that cannot send may now hold 1 MiB a connection: past it new streams
+    are refused (REFUSED_STREAM), and RSS grows by about 22 MB."""
+
+    CONNECTIONS, STREAMS = 20, 100
+
+    def setUp(self):
+        harness.require_binary()
+        if harness.is_sanitized():
+            self.skipTest("RSS under a sanitizer is not the release build's")
+        self.server = harness.Lepus(["--threads", "1", "--access-log", "off"])
+        self.addCleanup(self.server.stop, harness.LepusTestCase._Checker())
+        self.server.write("index.html", "<p>hello</p>\n")
+
+    def test_streams_that_cannot_send_hold_bounded_memory(self):
+        zero_window = PREFACE + frame(SETTINGS, 0, 0, struct.pack(">HI", 4, 0))
+        ids = [1 + 2 * i for i in range(self.STREAMS)]
+        before = self.server.rss_kib()
+        socks, outcome = [], {}
+        try:
+            for _ in range(self.CONNECTIONS):
+                sock = socket.create_connection(("127.0.0.1", self.server.port), timeout=10)
+                socks.append(sock)
+                send(sock, zero_window + b"".join(
+                    frame(HEADERS, END_HEADERS | END_STREAM, i, padded_block(i == 1))
+                    for i in ids))
+            # Every stream answered (HEADERS; its DATA waits on the window) or refused.
+            for sock in socks:
+                frames, _ = frames_until(sock, lambda fs: len(answered(fs) | set(resets(fs))) >=
+                                         self.STREAMS or goaway_code(fs), seconds=20)
+                self.assertIsNone(goaway_code(frames))
+                for stream in ids:
+                    outcome[stream, sock] = resets(frames).get(stream, "answered" if stream in
+                                                               answered(frames) else None)
+            grown_mb = (self.server.rss_kib() - before) / 1024
+        finally:
+            for sock in socks:
+                sock.close()
+        print("%d x %d blocked streams: RSS grew %.1f MB" % (
+            self.CONNECTIONS, self.STREAMS, grown_mb), file=sys.stderr)
+        self.assertNotIn(None, outcome.values())
+        self.assertEqual(set(outcome.values()), {"answered", REFUSED_STREAM})
+        self.assertLess(grown_mb, 48)
+        # The server still answers a client that reads.
+        with socket.create_connection(("127.0.0.1", self.server.port), timeout=10) as sock:
+            sock.sendall(PREFACE + frame(SETTINGS, 0, 0) +
+                         frame(HEADERS, END_HEADERS | END_STREAM, 1, request_block()))
+            frames, _ = frames_until(sock, lambda fs: 1 in answered(fs) or goaway_code(fs))
+            self.assertIn(1, answered(frames))
+
+
 if __name__ == "__main__":
     harness.main()

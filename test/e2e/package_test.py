@@ -1,4 +1,4 @@
-"""The Debian package (issue 17): scripts/package makes lepus_<version>_<arch>.deb
+"""The Debian package (issues 17 and 33): scripts/package makes lepus_<version>_<arch>.deb
 from the build that CTest already did (--no-build: nothing is rebuilt here),
 `dpkg-deb -x` unpacks it into a scratch directory, and the test checks every
 file with its mode, the conffiles, the control fields and maintainer scripts,
@@ -40,13 +40,17 @@ REPO = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), 
 # Every file of the package: path -> mode.
 FILES = {
     "usr/sbin/lepus": 0o755,
-    "usr/share/man/man1/lepus.1.gz": 0o644,
+    "usr/share/man/man8/lepus.8.gz": 0o644,
     "etc/lepus/lepus.toml": 0o644,
     "lib/systemd/system/lepus.service": 0o644,
     "etc/logrotate.d/lepus": 0o644,
     "usr/share/lepus/www/index.html": 0o644,
     "usr/share/doc/lepus/copyright": 0o644,
     "usr/share/doc/lepus/examples/lepus.toml": 0o644,
+    "usr/share/doc/lepus/README.md.gz": 0o644,
+    "usr/share/doc/lepus/changelog.gz": 0o644,
+    "usr/share/doc/lepus/docs/ARCHITECTURE.md.gz": 0o644,
+    "usr/share/lintian/overrides/lepus": 0o644,
 }
 
 
@@ -105,14 +109,21 @@ class DebianPackage(unittest.TestCase):
         for installed, source in (("lib/systemd/system/lepus.service", "packaging/lepus.service"),
                                   ("etc/logrotate.d/lepus", "packaging/lepus.logrotate"),
                                   ("etc/lepus/lepus.toml", "packaging/lepus.toml"),
-                                  ("usr/share/doc/lepus/copyright", "LICENSE")):
+                                  ("usr/share/doc/lepus/copyright", "packaging/debian/copyright")):
             with open(os.path.join(self.root, installed), "rb") as a, \
                     open(os.path.join(REPO, source), "rb") as b:
                 self.assertEqual(a.read(), b.read(), installed)
-        with gzip.open(os.path.join(self.root, "usr/share/man/man1/lepus.1.gz")) as page:
+        # Section 8: a daemon in /usr/sbin (Debian policy §12.1).
+        with gzip.open(os.path.join(self.root, "usr/share/man/man8/lepus.8.gz")) as page:
             text = page.read().decode()
-        self.assertIn('.TH "lepus" "1"', text)
+        self.assertIn('.TH "lepus" "8"', text)
         self.assertIn("--listen", text.replace("\\-", "-"))
+        for name, source in (("README.md.gz", "README.md"), ("changelog.gz",
+                                                              "packaging/debian/changelog"),
+                             ("docs/ARCHITECTURE.md.gz", "docs/ARCHITECTURE.md")):
+            with gzip.open(os.path.join(self.root, "usr/share/doc/lepus", name)) as a, \
+                    open(os.path.join(REPO, source), "rb") as b:
+                self.assertEqual(a.read(), b.read(), name)
 
     def test_owned_by_root(self):
         listing = subprocess.run(["dpkg-deb", "-c", self.deb], capture_output=True, text=True,
@@ -136,11 +147,39 @@ class DebianPackage(unittest.TestCase):
             self.assertIn(package, depends)
         # The sanitizer build (ctest --preset debug) links no tcmalloc: the
         # dependency follows what the packaged binary needs, as dpkg-shlibdeps says.
+        # A real address (lintian: maintainer-address-is-on-localhost), the
+        # changelog's, and a description of what lepus is now.
+        self.assertRegex(fields["Maintainer"], r"^[^<>]+ <[^@<>]+@[^@<>]+\.[a-z]+>$")
+        self.assertNotIn("localhost", fields["Maintainer"])
+        changelog = subprocess.run(["dpkg-parsechangelog", "-l",
+                                    os.path.join(REPO, "packaging/debian/changelog"), "-S",
+                                    "Maintainer"], capture_output=True, text=True).stdout.strip()
+        self.assertEqual(fields["Maintainer"], changelog)
+        self.assertIn("HTTP/2", control)
+        self.assertIn("backends", fields["Description"])
+        self.assertNotIn("pinned", control)
         needed = subprocess.run(["readelf", "-d", REAL_BINARY], capture_output=True, text=True).stdout
         if "libtcmalloc" in needed:
             self.assertTrue(any(d.startswith("libtcmalloc-minimal") for d in depends), depends)
         else:
             self.assertFalse(any(d.startswith("libtcmalloc-minimal") for d in depends), depends)
+
+    def test_package_build_uses_debian_hardening_flags(self):
+        done = subprocess.run([os.path.join(REPO, "scripts", "package"), "--show-flags"],
+                              capture_output=True, text=True, timeout=60)
+        self.assertEqual(done.returncode, 0, done.stderr)
+        flags = dict(line.split("=", 1) for line in done.stdout.splitlines())
+        for flag in ("-fstack-protector-strong", "-D_FORTIFY_SOURCE=2", "-O2",
+                     "-Werror=format-security"):
+            self.assertIn(flag, flags["CXXFLAGS"])
+        for flag in ("-z,relro", "-z,now"):
+            self.assertIn(flag, flags["LDFLAGS"])
+
+    def test_unit_runs_in_the_group_www_data(self):
+        with open(os.path.join(self.root, "lib/systemd/system/lepus.service")) as f:
+            unit = f.read()
+        self.assertRegex(unit, r"(?m)^SupplementaryGroups=www-data$")
+        self.assertRegex(unit, r"(?m)^Documentation=man:lepus\(8\)$")
 
     def test_maintainer_scripts(self):
         control_dir = os.path.join(self.tmp, "control")
@@ -324,7 +363,9 @@ done
 # An empty /run: as in a chroot, no systemd to talk to, even on a host that has one.
 mount -t tmpfs tmpfs /run || exit 3
 fact() { echo "$1=$2"; }
-dpkg -i --no-triggers %(deb)s >&2 || exit 1
+dpkg -i --no-triggers %(deb)s >%(o)s/install.out 2>&1 || { cat %(o)s/install.out >&2; exit 1; }
+fact install.said "$(grep -c 'installed, but not started: systemd is not running' %(o)s/install.out)"
+fact install.how "$(grep -c 'lepus --config /etc/lepus/lepus.toml --user lepus' %(o)s/install.out)"
 fact install.status "$(dpkg-query -W -f='${Status}' lepus)"
 fact install.user "$(getent passwd lepus)"
 fact install.logs "$(stat -c %%U:%%G:%%a /var/log/lepus)"
@@ -354,6 +395,8 @@ fact purge.links "$(find /etc/systemd -name 'lepus*' | wc -l)"
         self.assertEqual(done.returncode, 0, done.stdout + done.stderr)
         facts = dict(line.split("=", 1) for line in done.stdout.splitlines() if "=" in line)
         self.assertEqual(facts["install.status"], "install ok installed")
+        # No systemd here: the install says the service was not started, and how to.
+        self.assertEqual((facts["install.said"], facts["install.how"]), ("1", "1"))
         user = facts["install.user"].split(":")
         self.assertEqual(user[0], "lepus")
         self.assertLess(int(user[2]), 1000, "a system user")

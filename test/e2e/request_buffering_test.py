@@ -23,6 +23,7 @@ the queue's 503.
 import hashlib
 import http.server
 import os
+import select
 import shutil
 import socket
 import socketserver
@@ -161,6 +162,134 @@ def http2_run():
     return harness.PROTOCOL if harness.PROTOCOL in ("h2", "h2c") else None
 
 
+class Trickles:
+    """`count` POSTs of `size` announced bytes, their bodies sent a piece at a
+    time by send(): HTTP/1.1 connections, or in the h2 and h2c runs streams of
+    one HTTP/2 connection. ended() says which exchanges lepus ended (the
+    HTTP/1.1 connection closed, the stream reset or answered)."""
+
+    def __init__(self, server, path, host, count, size):
+        self.protocol = http2_run()
+        self.ids = [1 + 2 * i for i in range(count)]
+        self.h1, self.h2 = [], None
+        self.buffer, self.frames, self.closed = b"", [], set()
+        head = ("POST %s HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n"
+                "Content-Length: %d\r\n\r\n" % (path, host, size)).encode()
+        if not self.protocol:
+            for _ in self.ids:
+                s = server.connect(timeout=20)
+                s.sendall(head)
+                self.h1.append(s)
+            return
+        s = socket.create_connection(("127.0.0.1", server.tls_port if self.protocol == "h2"
+                                      else server.port), timeout=20)
+        if self.protocol == "h2":
+            context = ssl.create_default_context()
+            context.check_hostname = False
+            context.verify_mode = ssl.CERT_NONE
+            context.set_alpn_protocols(["h2"])
+            s = context.wrap_socket(s, server_hostname="localhost")
+        out = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + h2_frame(4, 0, 0)
+        scheme = b"https" if self.protocol == "h2" else b"http"
+        for stream in self.ids:
+            out += h2_frame(1, 0x4, stream, hpack([
+                (b":method", b"POST"), (b":scheme", scheme), (b":path", path.encode()),
+                (b":authority", host.encode()), (b"content-length", str(size).encode())]))
+        s.sendall(out)
+        self.h2 = s
+
+    def send(self, piece, last=False):
+        """Sends `piece` of each body still going (`last`: its end)."""
+        for i, stream in enumerate(self.ids):
+            if i in self.ended():
+                continue
+            try:
+                if self.h2:
+                    self.h2.sendall(h2_frame(0, 1 if last else 0, stream, piece))
+                else:
+                    self.h1[i].sendall(piece)
+            except OSError:
+                self.closed.add(i)
+
+    def ended(self):
+        if self.h2:
+            self.read_h2()
+            return {i for i, stream in enumerate(self.ids) if i in self.closed or any(
+                f[2] == stream and (f[0] == 3 or f[1] & 1) for f in self.frames)}
+        for i, s in enumerate(self.h1):
+            if i in self.closed or not select.select([s], [], [], 0)[0]:
+                continue
+            try:
+                if s.recv(1, socket.MSG_PEEK) == b"":
+                    self.closed.add(i)
+            except OSError:
+                self.closed.add(i)
+        return set(self.closed)
+
+    def read_h2(self):
+        self.h2.setblocking(False)
+        try:
+            while True:
+                chunk = self.h2.recv(65536)
+                if not chunk:
+                    self.closed.update(range(len(self.ids)))
+                    break
+                self.buffer += chunk
+        except (BlockingIOError, ssl.SSLWantReadError):
+            pass
+        except OSError:
+            self.closed.update(range(len(self.ids)))
+        finally:
+            self.h2.setblocking(True)
+        data = self.buffer
+        while len(data) >= 9 and len(data) >= 9 + int.from_bytes(data[:3], "big"):
+            length = int.from_bytes(data[:3], "big")
+            self.frames.append((data[3], data[4], int.from_bytes(data[5:9], "big") & 0x7FFFFFFF,
+                                data[9:9 + length]))
+            data = data[9 + length:]
+        self.buffer = data
+
+    def resets(self):
+        return {f[2]: int.from_bytes(f[3][:4], "big") for f in self.frames if f[0] == 3}
+
+    def answers(self):
+        """{exchange: (status, body)} of the answers read so far (HTTP/1.1: all of them)."""
+        if not self.h2:
+            return {i: (r.status, r.body) for i, r in
+                    enumerate(harness.read_response(s) for s in self.h1)}
+        out = {}
+        for i, stream in enumerate(self.ids):
+            heads = [f for f in self.frames if f[0] == 1 and f[2] == stream]
+            if heads:
+                body = b"".join(f[3] for f in self.frames if f[0] == 0 and f[2] == stream)
+                out[i] = (heads[0][3], body)  # the header block, HPACK-coded
+        return out
+
+    def close(self):
+        for s in self.h1 + ([self.h2] if self.h2 else []):
+            s.close()
+
+
+def assert_trickles_cut_off(test, server, post_path, get_path, host):
+    """Two POSTs to `post_path` that send a byte every 0.5 s, to a server
+    whose pool has 2 connections, `request_buffering = false` and a 2 s body
+    timeout: both are cut off (HTTP/2: reset, CANCEL), then a GET of
+    `get_path` is served, the pool's connections free again."""
+    trickles = Trickles(server, post_path, host, 2, ANNOUNCED)
+    try:
+        start = time.monotonic()
+        while len(trickles.ended()) < 2 and time.monotonic() - start < 15:
+            trickles.send(b"x")
+            time.sleep(0.5)
+        test.assertEqual(trickles.ended(), {0, 1}, "still open after 15 s")
+        if trickles.h2:
+            test.assertEqual(trickles.resets(), {1: 8, 3: 8})  # CANCEL
+        r = server.fetch(get_path, ["Host: " + host], timeout=10)
+        test.assertEqual(r.status, 200, r.body[:300])
+    finally:
+        trickles.close()
+
+
 # --- PHP ----------------------------------------------------------------------------------
 
 
@@ -228,6 +357,44 @@ class PhpBuffering(unittest.TestCase):
             slow.close()
         r = self.server.fetch("/hello.php", ["Host: stream.test"])
         self.assertEqual(r.status, 200)
+
+    def test_without_buffering_a_trickled_body_is_cut_off_at_the_minimum_rate(self):
+        # request_buffering = false: the body holds a php-fpm connection while
+        # it comes, so it must keep up --min-body-rate (240 bytes/s) over each
+        # body timeout. A byte every 0.5 s never meets the 2 s body timeout's
+        # silence, and before the rate it held both connections for as long as
+        # the client liked (the GET then got the queue's 503).
+        server = harness.Lepus(self.args("--body-timeout", "2s"))
+        try:
+            assert_trickles_cut_off(self, server, "/echo.php", "/hello.php", "stream.test")
+        finally:
+            server.stop(harness.LepusTestCase._Checker())
+
+    def test_without_buffering_a_slow_body_above_the_minimum_rate_arrives_whole(self):
+        # 1000 bytes every 0.5 s (2000 bytes/s) for 6 s: three body timeout
+        # intervals, each well above the rate.
+        server = harness.Lepus(self.args("--body-timeout", "2s"))
+        body = bytes(range(256)) * 47  # 12,032 bytes
+        try:
+            trickles = Trickles(server, "/echo.php", "stream.test", 1, len(body))
+            try:
+                for at in range(0, len(body), 1000):
+                    trickles.send(body[at:at + 1000], last=at + 1000 >= len(body))
+                    time.sleep(0.5)
+                deadline = time.monotonic() + 15
+                while trickles.h2 and not trickles.ended() and time.monotonic() < deadline:
+                    time.sleep(0.05)
+                self.assertFalse(trickles.h2 and trickles.resets())
+                answers = trickles.answers()
+                self.assertEqual(len(answers), 1)
+                head, got = answers[0]
+                self.assertEqual(got, digest(body))
+                if not trickles.h2:
+                    self.assertEqual(head, 200)
+            finally:
+                trickles.close()
+        finally:
+            server.stop(harness.LepusTestCase._Checker())
 
     def test_bodies_reach_php_whole(self):
         for host in ("www.test", "stream.test"):
@@ -374,6 +541,16 @@ class ProxyBuffering(unittest.TestCase):
             slow.finish_h1(self)
         finally:
             slow.close()
+
+    def test_without_buffering_a_trickled_body_is_cut_off_at_the_minimum_rate(self):
+        # As through php-fpm: a byte every 0.5 s held both pool connections.
+        server = harness.Lepus(["--proxy", self.backend.address, "--proxy-pool", "2",
+                                "--threads", "1", "--proxy-queue-timeout", "2s",
+                                "--request-buffering", "off", "--body-timeout", "2s"])
+        try:
+            assert_trickles_cut_off(self, server, "/echo", "/hello", "localhost")
+        finally:
+            server.stop(harness.LepusTestCase._Checker())
 
     def test_bodies_reach_the_backend_whole(self):
         for body in (b"a=1", os.urandom(70000), LARGE):

@@ -379,6 +379,65 @@ class WordPressOverHttps(unittest.TestCase):
         finally:
             server.stop(self)
 
+    def test_6_the_recipe_with_a_location_and_server_software(self):
+        """docs/APPLICATIONS.md's config-file recipe (issue 37): the package's
+        folder itself as the root (no folder of links), /wp-content/ a location
+        with the content folder as its root (Debian's Apache Alias), and
+        SERVER_SOFTWARE = "nginx" through fastcgi_params, so that WordPress
+        offers its pretty permalinks instead of /index.php/ ones. Started on
+        the same https port, so the blog's URLs stay its own."""
+        before = self.curl_logged_in("/wp-admin/options-permalink.php")
+        self.assertIn("/index.php/", before.text)  # lepus/x.y is no server WordPress knows
+        port = self.server.tls_port
+        self.server.stop(self)
+        type(self).server = None
+        content = os.path.join(self.tmp, "wp-content")
+        config = os.path.join(self.tmp, "lepus.toml")
+        with open(config, "w") as f:
+            f.write(RECIPE.format(fpm=self.fpm.address, root=self.package, content=content))
+        cert, key = harness.test_certificate()
+        type(self).server = harness.Lepus(root=self.package, protocol="h1", args=[
+            "--listen", "https://127.0.0.1:%d" % port, "--tls-cert", cert, "--tls-key", key,
+            "--config", config])
+        after = self.curl_logged_in("/wp-admin/options-permalink.php")
+        self.assertEqual(after.status, 200, after.text[-2000:])
+        self.assertNotIn("/index.php/", after.text)
+        # Uploads and the theme come from the content folder, through the location.
+        upload = os.path.join(content, "uploads", "2026", "11", "carrot.png")
+        os.makedirs(os.path.dirname(upload), exist_ok=True)
+        with open(upload, "wb") as f:
+            f.write(b"\x89PNG\r\n\x1a\n carrot")
+        answer = self.curl("/wp-content/uploads/2026/11/carrot.png")
+        self.assertEqual((answer.status, answer.body), (200, b"\x89PNG\r\n\x1a\n carrot"))
+        self.assertEqual(answer.headers.get("content-type"), "image/png")
+        style = self.curl("/wp-content/themes/twentytwentythree/style.css")
+        self.assertEqual(style.status, 200)
+        self.assertIn(b"Twenty Twenty-Three", style.body)
+        # Content's PHP files are not run nor shown there; a missing upload is a 404.
+        self.assertEqual(self.curl("/wp-content/index.php").status, 403)
+        self.assertEqual(self.curl("/wp-content/uploads/none.png").status, 404)
+        # The pretty permalink of test_3 still goes to index.php through try_files.
+        dom = self.chromium("/hello-world/")
+        self.assertIn("Welcome to WordPress. This is your first post.", dom)
+
+    def curl_logged_in(self, path):
+        self.log_in()
+        return self.curl(path)
+
+
+# docs/APPLICATIONS.md's WordPress recipe, with the test's folders.
+RECIPE = """\
+fastcgi = "{fpm}"
+
+[[site]]
+server_names = ["127.0.0.1"]
+root = "{root}"
+symlinks = "follow"
+try_files = ["$uri", "$uri/", "/index.php?$args"]
+locations = [{{ path = "/wp-content/", root = "{content}" }}]
+fastcgi_params = {{ SERVER_SOFTWARE = "nginx" }}
+"""
+
 
 if __name__ == "__main__":
     harness.main()

@@ -110,6 +110,32 @@ TEST(CgiParams, NginxFastcgiConfVariables) {
     EXPECT_EQ(p.count("HTTPS"), 0u);
 }
 
+// nginx's fastcgi_param: an override replaces the variable (sent once, so
+// no FastCGI server has to pick between two), a new name is added.
+TEST(CgiParams, ConfiguredParamsReplaceOrAdd) {
+    Fixture f;
+    std::vector<CgiParam> extra = {
+        {"SERVER_SOFTWARE", "nginx"}, {"APP_ENV", "prod"}, {"PATH_TRANSLATED", "/x"}};
+    CgiContext context = f.context();
+    context.extra_params = extra;
+    Params p = round_trip(context);
+    EXPECT_EQ(get(p, "SERVER_SOFTWARE"), "nginx");
+    EXPECT_EQ(get(p, "APP_ENV"), "prod");
+    EXPECT_EQ(get(p, "PATH_TRANSLATED"), "/x");
+    EXPECT_EQ(get(p, "SCRIPT_NAME"), "/app/index.php");
+    EXPECT_EQ(get(p, "REQUEST_URI"), "/app/index.php/users/42?page=2&x=%20");
+}
+
+TEST(CgiParams, MergeKeepsOrderAndReplacesByName) {
+    std::vector<CgiParam> params = {{"A", "1"}, {"B", "2"}};
+    std::vector<CgiParam> site = {{"B", "3"}, {"C", "4"}};
+    merge_cgi_params(params, site);
+    EXPECT_EQ(params, (std::vector<CgiParam>{{"A", "1"}, {"B", "3"}, {"C", "4"}}));
+    EXPECT_EQ(cgi_param_name_error("APP_ENV"), "");
+    EXPECT_NE(cgi_param_name_error("APP-ENV"), "");
+    EXPECT_NE(cgi_param_name_error(""), "");
+}
+
 TEST(CgiParams, HeadersBecomeHttpVariables) {
     Fixture f;
     Params p = round_trip(f.context());

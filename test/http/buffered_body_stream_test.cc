@@ -32,7 +32,7 @@ public:
     void consume(size_t) override {}
     bool ended() const override { return true; }
     int error_status() const override { return 502; }
-    std::string_view error_headers() const override { return {}; }
+    std::span<const Header> error_fields() const override { return {}; }
     void release() override {}
 
 private:

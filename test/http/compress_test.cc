@@ -134,7 +134,7 @@ public:
     void consume(size_t bytes) override { taken_ += bytes; }
     bool ended() const override { return ended_; }
     int error_status() const override { return 0; }
-    std::string_view error_headers() const override { return {}; }
+    std::span<const Header> error_fields() const override { return {}; }
     void release() override {}
 
     StreamHead head_;

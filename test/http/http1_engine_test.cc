@@ -32,7 +32,7 @@ public:
     void consume(size_t bytes) override { body_.erase(0, bytes); }
     bool ended() const override { return ended_; }
     int error_status() const override { return 503; }
-    std::string_view error_headers() const override { return "Retry-After: 1\r\n"; }
+    std::span<const Header> error_fields() const override { return kRetryAfter; }
     void release() override {
         if (released_count) ++*released_count;
     }
@@ -51,28 +51,34 @@ class TestHandler final : public ExchangeHandler {
 public:
     void start(Exchange& exchange) override {
         const Request& request = *exchange.request;
-        if (request.path.starts_with("/stream")) {
+        if (request.path.starts_with("/stream") || request.path.starts_with("/backend")) {
             auto stream = std::make_unique<TestStream>();
             stream->released_count = &streams_released;
             last_stream = stream.get();
             exchange.stream = std::move(stream);
+            // As the router does for request_buffering = false.
+            exchange.body_holds_backend = request.path.starts_with("/backend");
             return;
         }
         Response& response = exchange.response;
         body = "hello " + std::string(request.path);
-        begin_head(200, exchange.now_s, response);
-        response.head += "Content-Length: " + std::to_string(body.size()) + "\r\n";
-        finish_head(exchange.keep_alive, request.version_minor, response);
+        begin_head(200, exchange.keep_alive, response);
+        response.head.content_length = body.size();
         if (!request.is_head()) response.body = body;
     }
-    void fail(Exchange& exchange, int status, std::string_view extra_headers) override {
+    void fail(Exchange& exchange, int status, const ResponseHead* extra) override {
         failures.push_back(status);
-        ReplyContext context{exchange.now_s, exchange.keep_alive, false, 1};
-        build_error_response(status, context, exchange.response, extra_headers);
+        ReplyContext context{exchange.keep_alive, false};
+        build_error_response(status, context, exchange.response);
+        if (extra) {
+            extra->for_each([&](std::string_view name, std::string_view value) {
+                exchange.response.head.add(name, value);
+            });
+        }
     }
     void redirect(Exchange& exchange) override {
         // No stream of these tests redirects; an answer that says so if one did.
-        fail(exchange, 508, {});
+        fail(exchange, 508, nullptr);
     }
     void account(Exchange& exchange, int status, uint64_t body_bytes) override {
         finished.push_back({status, body_bytes, exchange.request != nullptr});
@@ -426,6 +432,58 @@ TEST_F(Http1EngineTest, EveryPhaseHasItsTimeout) {
     EXPECT_EQ(engine_->deadline(), clock_.now_ms + options_.body_timeout_ms);
     send("cd");
     EXPECT_TRUE(received().ends_with("hello /b"));
+}
+
+// A body that holds a backend connection must keep up min_body_rate over
+// each body timeout interval: a byte every 5 s never meets the 20 s of
+// silence, and is cut off at the first interval's end (408 in the log).
+TEST_F(Http1EngineTest, TrickledBodyToABackendIsCutOffAtTheMinimumRate) {
+    options_.max_body_size = 1 << 20;
+    send("POST /backend HTTP/1.1\r\nHost: x\r\nContent-Length: 100000\r\n\r\n");
+    uint64_t interval_end = clock_.now_ms + options_.body_timeout_ms;
+    EXPECT_EQ(engine_->deadline(), interval_end);
+    for (int i = 0; i < 3; ++i) {
+        clock_.now_ms += 5000;
+        send("x");
+        EXPECT_EQ(engine_->deadline(), interval_end); // not moved by a byte
+    }
+    clock_.now_ms = interval_end;
+    EXPECT_EQ(engine_->on_deadline(), Http1Engine::Next::Close);
+    engine_->close();
+    ASSERT_EQ(handler_.finished.size(), 1u);
+    EXPECT_EQ(handler_.finished[0].status, 408);
+}
+
+// Above the rate, each interval that ends starts the next; time in which the
+// backend takes no body does not count.
+TEST_F(Http1EngineTest, BodyToABackendAboveTheMinimumRateGoesOn) {
+    options_.max_body_size = 1 << 20;
+    uint64_t wanted = options_.min_body_rate * options_.body_timeout_ms / 1000;
+    send("POST /backend HTTP/1.1\r\nHost: x\r\nContent-Length: 100000\r\n\r\n");
+    TestStream& stream = *handler_.last_stream;
+    send(std::string(wanted, 'a'));
+    clock_.now_ms = engine_->deadline();
+    EXPECT_EQ(engine_->on_deadline(), Http1Engine::Next::Wait);
+    EXPECT_EQ(engine_->deadline(), clock_.now_ms + options_.body_timeout_ms);
+    // Half an interval waiting, then the backend is full for a long while.
+    clock_.now_ms += options_.body_timeout_ms / 2;
+    stream.room = 0;
+    send("b");
+    EXPECT_EQ(engine_->deadline(), 0u);
+    clock_.now_ms += 10 * options_.body_timeout_ms;
+    stream.room = size_t(-1);
+    EXPECT_EQ(engine_->drive(), Http1Engine::Next::Wait);
+    // The rest of the interval: half of it.
+    EXPECT_EQ(engine_->deadline(), clock_.now_ms + options_.body_timeout_ms / 2);
+    EXPECT_EQ(stream.received.size(), wanted + 1);
+}
+
+TEST_F(Http1EngineTest, SilenceOnABufferedBodyIsTheBodyTimeout) {
+    options_.max_body_size = 1 << 20;
+    send("POST /stream HTTP/1.1\r\nHost: x\r\nContent-Length: 100000\r\n\r\n");
+    clock_.now_ms += 5000;
+    send("x");
+    EXPECT_EQ(engine_->deadline(), clock_.now_ms + options_.body_timeout_ms);
 }
 
 TEST_F(Http1EngineTest, SlowReaderGetsTheSendTimeout) {

@@ -1,7 +1,7 @@
-// The HTTP/2 engine's response heads: the handlers' HTTP/1.1 head text as an
-// HTTP/2 header block (":status" first, names lowercased, connection fields
-// dropped, values trimmed), the scratch buffer reused from one head to the
-// next, and which answers carry no body (RFC 9110 §6.4.1).
+// The HTTP/2 engine's response heads: a ResponseHead as an HTTP/2 header
+// block (":status", date and server first, names lowercased, connection
+// fields dropped), the scratch buffer reused from one head to the next, and
+// which answers carry no body (RFC 9110 §6.4.1).
 #include "http/detail/http2_head.h"
 #include "http/exchange.h"
 #include "http/response.h"
@@ -24,16 +24,24 @@ Fields as_pairs(const std::vector<nghttp2_nv>& fields) {
     return pairs;
 }
 
-TEST(Http2Head, StatusFirstNamesLowercasedConnectionFieldsDropped) {
+constexpr time_t kNow = 784111777; // Sun, 06 Nov 1994 08:49:37 GMT
+
+TEST(Http2Head, StatusDateServerFirstNamesLowercasedConnectionFieldsDropped) {
+    ResponseHead head;
+    head.status = 200;
+    head.content_length = 12;
+    head.add("Content-Type", "text/html");
+    for (const char* name :
+         {"Connection", "Keep-Alive", "Transfer-Encoding", "TE", "PROXY-CONNECTION", "Upgrade"})
+        head.add(name, "x");
+    head.add("X-Custom", "a b");
+    head.add("TEE", "1");
     std::string text;
     std::vector<nghttp2_nv> fields;
-    head_to_fields(200,
-                   "HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nConnection: keep-alive\r\n"
-                   "Keep-Alive: timeout=5\r\nTransfer-Encoding: chunked\r\nX-Custom:  a b \t\r\n"
-                   "TE: trailers\r\nPROXY-CONNECTION: close\r\nUpgrade: h2c\r\nTEE: 1\r\n"
-                   "Content-Length: 12\r\n\r\n",
-                   text, fields);
+    head_to_fields(head, kNow, text, fields);
     EXPECT_EQ(as_pairs(fields), (Fields{{":status", "200"},
+                                        {"date", "Sun, 06 Nov 1994 08:49:37 GMT"},
+                                        {"server", "lepus"},
                                         {"content-type", "text/html"},
                                         {"x-custom", "a b"},
                                         {"tee", "1"},
@@ -41,31 +49,43 @@ TEST(Http2Head, StatusFirstNamesLowercasedConnectionFieldsDropped) {
 }
 
 TEST(Http2Head, ScratchSpaceIsReusedWithoutStaleFields) {
+    ResponseHead head;
+    head.status = 200;
+    head.add("A", "1");
+    head.add("B", "2");
+    head.add("Content-Security-Policy-Report-Only", "default-src 'self'");
     std::string text;
     std::vector<nghttp2_nv> fields;
-    head_to_fields(200, "HTTP/1.1 200 OK\r\nA: 1\r\nB: 2\r\nC: 3\r\n\r\n", text, fields);
-    head_to_fields(404, "HTTP/1.1 404 Not Found\r\nServer: lepus\r\n\r\n", text, fields);
-    EXPECT_EQ(as_pairs(fields), (Fields{{":status", "404"}, {"server", "lepus"}}));
+    head_to_fields(head, kNow, text, fields);
+    head.clear();
+    head.status = 404;
+    head.add("Vary", "Accept");
+    head_to_fields(head, kNow, text, fields);
+    EXPECT_EQ(as_pairs(fields), (Fields{{":status", "404"},
+                                        {"date", "Sun, 06 Nov 1994 08:49:37 GMT"},
+                                        {"server", "lepus"},
+                                        {"vary", "Accept"}}));
 }
 
-TEST(Http2Head, OnlyCarriageReturnLineFeedEndsALine) {
+TEST(Http2Head, ABlockOfCachedFieldsComesFirst) {
+    std::string lines;
+    std::vector<FieldAt> block;
+    append_field_line("Content-Type", "text/css", lines, block);
+    append_field_line("ETag", "\"1\"", lines, block);
+    ResponseHead head;
+    head.status = 206;
+    head.set_block(lines, block);
+    head.add("Content-Range", "bytes 0-0/9");
     std::string text;
     std::vector<nghttp2_nv> fields;
-    head_to_fields(200, "HTTP/1.1 200 OK\r\nX-A: 1\r2\r\nX-B: 3\r\n\r\n", text, fields);
-    EXPECT_EQ(as_pairs(fields), (Fields{{":status", "200"}, {"x-a", "1\r2"}, {"x-b", "3"}}));
-    // A head cut before its blank line: its last, unterminated line is not a field.
-    head_to_fields(200, "HTTP/1.1 200 OK\r\nX-A: 1\r\nX-B: 3", text, fields);
-    EXPECT_EQ(as_pairs(fields), (Fields{{":status", "200"}, {"x-a", "1"}}));
-    head_to_fields(200, "HTTP/1.1 200 OK", text, fields);
-    EXPECT_EQ(as_pairs(fields), (Fields{{":status", "200"}}));
-}
-
-TEST(Http2Head, LinesWithoutAColonAreSkipped) {
-    std::string text;
-    std::vector<nghttp2_nv> fields;
-    head_to_fields(502, "HTTP/1.1 502 Bad Gateway\r\nnot a field\r\nVary: Accept\r\n\r\n", text,
-                   fields);
-    EXPECT_EQ(as_pairs(fields), (Fields{{":status", "502"}, {"vary", "Accept"}}));
+    head_to_fields(head, kNow, text, fields);
+    Fields pairs = as_pairs(fields);
+    ASSERT_EQ(pairs.size(), 6u);
+    EXPECT_EQ(pairs[0], (std::pair<std::string, std::string>{":status", "206"}));
+    EXPECT_EQ(pairs[3], (std::pair<std::string, std::string>{"content-type", "text/css"}));
+    EXPECT_EQ(pairs[4], (std::pair<std::string, std::string>{"etag", "\"1\""}));
+    EXPECT_EQ(pairs[5], (std::pair<std::string, std::string>{"content-range", "bytes 0-0/9"}));
+    EXPECT_EQ(lines, "Content-Type: text/css\r\nETag: \"1\"\r\n"); // the block is not lowercased
 }
 
 // is_backend_own_field is exchange.h's, shared with the HTTP/1.1 engine.

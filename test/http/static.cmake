@@ -8,6 +8,7 @@ lepus_add_test(http_static_test
     ${CMAKE_CURRENT_LIST_DIR}/mime_types_test.cc
     ${CMAKE_CURRENT_LIST_DIR}/autoindex_test.cc
     ${CMAKE_CURRENT_LIST_DIR}/response_test.cc
+    ${CMAKE_CURRENT_LIST_DIR}/response_head_test.cc
     ${CMAKE_CURRENT_LIST_DIR}/file_cache_test.cc
     ${CMAKE_CURRENT_LIST_DIR}/static_handler_test.cc
     ${CMAKE_CURRENT_LIST_DIR}/static_handler_functions_test.cc

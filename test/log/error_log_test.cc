@@ -56,6 +56,53 @@ TEST_F(ErrorLog, GoesToTheLoggerAndFiltersByLevel) {
     EXPECT_TRUE(std::regex_match(lines[2], line_pattern("error", "via log_message"))) << lines[2];
 }
 
+// Issue 33: a line logged inside a scope ends with the scope's context; scopes
+// nest and restore the outer one; nothing is formatted for a line not written.
+TEST_F(ErrorLog, ScopedContextIsAppendedToEachLine) {
+    TempDir dir;
+    const std::string path = dir.file("error.log");
+    AsyncLogger logger({.path = path});
+    std::string error;
+    ASSERT_TRUE(logger.start(error)) << error;
+    set_error_log(&logger, LogLevel::Warn);
+    auto append = [](const void* data, std::string& out) {
+        out.append("client: ").append(static_cast<const char*>(data));
+    };
+    int calls = 0;
+    LogContext counting{[](const void* data, std::string& out) {
+                            ++*static_cast<int*>(const_cast<void*>(data));
+                            out.append("counted");
+                        },
+                        &calls};
+    log_error("before");
+    {
+        ScopedLogContext outer({append, "203.0.113.7"});
+        log_error("connect() failed\n");
+        {
+            ScopedLogContext inner(counting);
+            log_info("not written, not formatted");
+            log_warn("inner");
+        }
+        log_warn("outer again");
+    }
+    log_error("after");
+    set_error_log(nullptr, LogLevel::Info);
+    logger.stop();
+
+    EXPECT_EQ(calls, 1);
+    std::vector<std::string> lines = read_lines(path);
+    ASSERT_EQ(lines.size(), 5u);
+    EXPECT_TRUE(std::regex_match(lines[0], line_pattern("error", "before"))) << lines[0];
+    EXPECT_TRUE(std::regex_match(
+        lines[1], line_pattern("error", R"(connect\(\) failed, client: 203\.0\.113\.7)")))
+        << lines[1];
+    EXPECT_TRUE(std::regex_match(lines[2], line_pattern("warn", "inner, counted"))) << lines[2];
+    EXPECT_TRUE(
+        std::regex_match(lines[3], line_pattern("warn", R"(outer again, client: 203\.0\.113\.7)")))
+        << lines[3];
+    EXPECT_TRUE(std::regex_match(lines[4], line_pattern("error", "after"))) << lines[4];
+}
+
 TEST_F(ErrorLog, WithoutALoggerWritesToStderrSynchronously) {
     TempDir dir;
     test::StderrCapture capture(dir.file("stderr"));

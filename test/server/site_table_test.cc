@@ -42,20 +42,51 @@ TEST(SiteRules, RedirectsMatchExactPaths) {
     EXPECT_EQ(find_redirect(site, "/older"), nullptr);
 }
 
+TEST(SiteRules, PrefixAndPatternRedirectsInTheirOrder) {
+    SiteConfig site = make_site({"a"});
+    std::string error;
+    auto blog = PathPattern::compile("^/blog/(\\d+)/(.*)$", error);
+    ASSERT_TRUE(blog) << error;
+    EXPECT_EQ(blog->capture_count(), 2u);
+    Redirect prefix{"/old/", "/new/", 301, true};
+    Redirect pattern{"", "/posts/$1/$2?from=blog", 308};
+    pattern.compiled = std::make_shared<const PathPattern>(*blog);
+    site.redirects = {prefix, pattern};
+    PatternMatch match;
+    std::string out;
+    const Redirect* found = find_redirect(site, "/old/a b", match);
+    ASSERT_EQ(found, &site.redirects[0]);
+    append_redirect_target(*found, "/old/a b", "q=1", match, out);
+    EXPECT_EQ(out, "/new/a%20b?q=1");
+    found = find_redirect(site, "/blog/12/x\r\ny", match);
+    EXPECT_EQ(found, nullptr); // '.' stops at a newline
+    found = find_redirect(site, "/blog/12/x y", match);
+    ASSERT_EQ(found, &site.redirects[1]);
+    out.clear();
+    append_redirect_target(*found, "/blog/12/x y", "page=2", match, out);
+    EXPECT_EQ(out, "/posts/12/x%20y?from=blog&page=2");
+    EXPECT_FALSE(PathPattern::compile("(", error));
+    EXPECT_NE(error.find("offset"), std::string::npos);
+    EXPECT_EQ(substitution_error("/a/$1", 1), "");
+    EXPECT_NE(substitution_error("/a/$2", 1), "");
+}
+
 TEST(SiteRules, HeadersByExtensionPrefixOrAll) {
     SiteConfig site = make_site({"a"});
     site.headers = {{"*.css", "Cache-Control", "max-age=3600"},
                     {"/static/", "X-Static", "1"},
                     {"*", "X-Site", "a"}};
-    std::string out;
-    append_rule_headers(site, "/static/app.css", out);
-    EXPECT_EQ(out, "Cache-Control: max-age=3600\r\nX-Static: 1\r\nX-Site: a\r\n");
-    out.clear();
-    append_rule_headers(site, "/index.html", out);
-    EXPECT_EQ(out, "X-Site: a\r\n");
-    out.clear();
-    append_rule_headers(site, "/.css", out); // a dotfile, not the extension
-    EXPECT_EQ(out, "X-Site: a\r\n");
+    auto lines = [&](std::string_view path) {
+        ResponseHead head;
+        add_rule_headers(site, path, head);
+        std::string out;
+        head.append_http1_fields(out);
+        return out;
+    };
+    EXPECT_EQ(lines("/static/app.css"),
+              "Cache-Control: max-age=3600\r\nX-Static: 1\r\nX-Site: a\r\n");
+    EXPECT_EQ(lines("/index.html"), "X-Site: a\r\n");
+    EXPECT_EQ(lines("/.css"), "X-Site: a\r\n"); // a dotfile, not the extension
 }
 
 } // namespace

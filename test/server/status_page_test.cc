@@ -31,6 +31,10 @@ StatusSnapshot sample() {
     status.reactors = {r, StatusSnapshot::Reactor{}};
     status.status_codes = {{200, 40}, {404, 2}};
     status.fastcgi_502 = 1;
+    status.limit_entries = 3;
+    status.limit_capacity = 240;
+    status.limit_evictions = 5;
+    status.limited = {{"example.com", 94, 1}, {"", 0, 2}};
     return status;
 }
 
@@ -49,6 +53,12 @@ TEST(StatusPage, JsonHasTheCounters) {
     EXPECT_NE(out.find("\"proxy_backends\": {\"down\": 1, \"failures\": 3}"), std::string::npos)
         << out;
     EXPECT_NE(out.find("\"tunnels\": 4"), std::string::npos) << out;
+    EXPECT_NE(out.find("\"limits\": {\"entries\": 3, \"capacity\": 240, \"evictions\": 5, "
+                       "\"sites\": {\"example.com\": {\"limited_requests\": 94, "
+                       "\"limited_connections\": 1}, \"\": {\"limited_requests\": 0, "
+                       "\"limited_connections\": 2}}}"),
+              std::string::npos)
+        << out;
     // Balanced braces and brackets (the e2e test parses it with python's json).
     int depth = 0;
     for (char c : out) {
@@ -75,6 +85,10 @@ TEST(StatusPage, PrometheusLinesAreWellFormed) {
     EXPECT_GT(samples, 10);
     EXPECT_NE(out.find("lepus_requests_total{reactor=\"0\"} 42\n"), std::string::npos);
     EXPECT_NE(out.find("lepus_responses_total{code=\"404\"} 2\n"), std::string::npos);
+    EXPECT_NE(out.find("lepus_limited_requests_total{site=\"example.com\"} 94\n"),
+              std::string::npos);
+    EXPECT_NE(out.find("lepus_limited_connections_total{site=\"\"} 2\n"), std::string::npos);
+    EXPECT_NE(out.find("lepus_limit_table_evictions_total 5\n"), std::string::npos);
     EXPECT_NE(out.find("lepus_fastcgi_connections{reactor=\"0\",state=\"busy\"} 2\n"),
               std::string::npos);
     EXPECT_NE(out.find("lepus_fastcgi_connections{reactor=\"0\",state=\"idle\"} 5\n"),

@@ -61,17 +61,26 @@ TEST(XAccel, KeptHeaders) {
     EXPECT_FALSE(kept_on_x_accel("Location"));
 }
 
-TEST(XAccel, ScriptLinesReplaceTheFilesAndJoinTheRest) {
-    std::string head = "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 3\r\n"
-                       "accept-ranges: bytes\r\n\r\n";
-    replace_header_lines("Content-Type: application/pdf\r\nSet-Cookie: a=1\r\nSet-Cookie: b=2\r\n"
-                         "Accept-Ranges: none\r\n",
-                         head);
-    EXPECT_EQ(head, "HTTP/1.1 200 OK\r\nContent-Length: 3\r\nContent-Type: application/pdf\r\n"
-                    "Set-Cookie: a=1\r\nSet-Cookie: b=2\r\nAccept-Ranges: none\r\n\r\n");
-    std::string unchanged = head;
-    replace_header_lines("", head);
-    EXPECT_EQ(head, unchanged);
+TEST(XAccel, ScriptFieldsReplaceTheFilesAndJoinTheRest) {
+    ResponseHead head;
+    head.add("Content-Type", "text/plain");
+    head.add("accept-ranges", "bytes");
+    head.content_length = 3;
+    ResponseHead kept;
+    kept.add("Content-Type", "application/pdf");
+    kept.add("Set-Cookie", "a=1");
+    kept.add("Set-Cookie", "b=2");
+    kept.add("Accept-Ranges", "none");
+    replace_fields(kept, head);
+    std::string lines;
+    head.append_http1_fields(lines);
+    EXPECT_EQ(lines, "Content-Type: application/pdf\r\nSet-Cookie: a=1\r\nSet-Cookie: b=2\r\n"
+                     "Accept-Ranges: none\r\n");
+    EXPECT_EQ(head.content_length, 3u);
+    replace_fields(ResponseHead(), head);
+    std::string unchanged;
+    head.append_http1_fields(unchanged);
+    EXPECT_EQ(unchanged, lines);
 }
 
 } // namespace

@@ -3,6 +3,7 @@
 #pragma once
 
 #include "http/exchange.h"
+#include "http/min_rate.h"
 #include "http/request.h"
 
 #include <cstdint>
@@ -59,6 +60,9 @@ struct Http2Stream {
     // When the head or the last body bytes came: a stream whose response
     // stream takes the body and that sends none for --body-timeout is reset.
     uint64_t body_active_ms = 0;
+    // A body that holds a backend connection (Exchange::body_holds_backend)
+    // must keep up --min-body-rate over each body timeout it is waited for.
+    MinRate body_rate;
     // The answer.
     bool submitted = false; // HEADERS submitted
     bool relaying = false;  // DATA comes from exchange.stream
@@ -66,6 +70,16 @@ struct Http2Stream {
     bool accounted = false;
     int status = 0;
     uint64_t body_sent = 0;
+    // Bytes the stream holds from its HEADERS on until it closes (its request
+    // head, its response head and generated body), counted in the
+    // connection's Http2Engine::held_bytes_ since then; see held_now().
+    uint64_t held = 0;
+    uint64_t held_now() const {
+        return text.capacity() + cookie.capacity() +
+               fields.capacity() * sizeof(decltype(fields)::value_type) +
+               headers.capacity() * sizeof(Header) + exchange.response.head.capacity() +
+               exchange.response.owned_body.capacity();
+    }
     // Where the payload of the DATA frame read_body announced starts, counted
     // in the body (response.body, then the file range).
     uint64_t frame_at = 0;

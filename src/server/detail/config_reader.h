@@ -88,11 +88,20 @@ protected:
 // The [[site]] keys whose values are tables of their own
 // (config_site_tables.cc); each records its errors in `reader`.
 void read_fastcgi(ConfigReader& reader, const toml::node& node, SiteConfig& site);
+// `fastcgi_params = { NAME = "VALUE", ... }`, at the top or in a [[site]].
+void read_fastcgi_params(ConfigReader& reader, const toml::node& node,
+                         std::vector<std::pair<std::string, std::string>>& params);
 void read_proxy(ConfigReader& reader, const toml::node& node, SiteConfig& site);
 void read_error_pages(ConfigReader& reader, const toml::node& node, SiteConfig& site);
 void read_header_rules(ConfigReader& reader, const toml::node& node, SiteConfig& site);
 void read_auth_rules(ConfigReader& reader, const toml::node& node, SiteConfig& site);
 void read_redirects(ConfigReader& reader, const toml::node& node, SiteConfig& site);
 void read_tls(ConfigReader& reader, const toml::node& node, SiteConfig& site);
+// access, limits and conn_limit (config_limits.cc).
+void read_access_rules(ConfigReader& reader, const toml::node& node, SiteConfig& site);
+void read_limit_rules(ConfigReader& reader, const toml::node& node, SiteConfig& site);
+void read_conn_limit(ConfigReader& reader, const toml::node& node, SiteConfig& site);
+// `locations` (config_locations.cc).
+void read_locations(ConfigReader& reader, const toml::node& node, SiteConfig& site);
 
 } // namespace lepus::detail

@@ -18,6 +18,7 @@ struct OptionTexts {
     std::string max_body_size, dotfiles = "deny", accept = "auto", io = "epoll";
     std::string defer_accept = "on", compress = "on", symlinks = "beneath";
     std::string notsent_lowat = "32k";
+    std::string limit_memory = "16m";
     std::string fastcgi_keepalive = "off";
     std::string request_buffering = "on", client_body_buffer = "64k";
     std::string http2 = "on", h2c = "on", h2c_sendfile = "off", pin = "off", ktls = "on";
@@ -28,6 +29,8 @@ struct OptionTexts {
 // Adds every option of --help to `app`, writing into `options` (and `texts`
 // for the values finish_options converts).
 void add_command_line_options(CLI::App& app, ServerOptions& options, OptionTexts& texts);
+// --domain, --acme-ca, --acme-email, --acme-ca-root, --state-dir (server/acme_options.cc).
+void add_acme_options(CLI::App& app, ServerOptions& options);
 
 // What is wrong with a script extension (".php"), or empty when it is one.
 std::string extension_error(const std::string& text);

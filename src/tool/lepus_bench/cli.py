@@ -29,6 +29,13 @@ from .servers import BenchError
 
 TOOL_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MODES = ("pinned", "unpinned")
+# --quick: a first answer in under two minutes (issue 38): the rows a user asks
+# about first (keepalive /, HTTPS, HTTP/2, PHP), pinned (per core, the fair
+# comparison on two CPUs), lepus against nginx, 3 short rounds, still interleaved.
+QUICK_SCENARIOS = ("small", "tls-small", "h2-small", "php")
+QUICK_SERVERS = ("lepus", "nginx")
+QUICK_MODES = ("pinned",)
+QUICK_ROUND_SECONDS = 2
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 
@@ -50,28 +57,33 @@ def parse_args(argv):
         "rounds of the per-round ratio lepus / other server, with its min-max.",
         epilog="Scenarios: " + "; ".join("%s: %s" % (s.name, s.describe)
                                           for s in scenarios.SCENARIOS))
-    parser.add_argument("--servers", default=",".join(servers.DEFAULT_SERVERS),
-                        help="comma-separated, from: " + ",".join(servers.KNOWN_SERVERS))
+    parser.add_argument("--servers", default=None,
+                        help="comma-separated, from: %s (default %s; --quick: %s)"
+                        % (",".join(servers.KNOWN_SERVERS), ",".join(servers.DEFAULT_SERVERS),
+                           ",".join(QUICK_SERVERS)))
     parser.add_argument("--io", default=None, metavar="LIST",
                         help="lepus's event engines, comma-separated, from: %s (default %s); "
                         "lepus runs once per engine, as a server of its own (lepus, "
                         "lepus-uring), in the same rounds as the others"
                         % (",".join(servers.IO_BACKENDS), servers.DEFAULT_IO))
     parser.add_argument("--scenarios", default=None,
-                        help="comma-separated scenario names (default: all; --quick: all but "
-                        "ab-big)")
-    parser.add_argument("--modes", default=",".join(MODES),
+                        help="comma-separated scenario names (default: all; --quick: %s)"
+                        % ",".join(QUICK_SCENARIOS))
+    parser.add_argument("--modes", default=None,
                         help="pinned (server on CPU 0, generator on CPU 1, one worker) and/or "
-                        "unpinned (two workers)")
+                        "unpinned (two workers) (default both; --quick: pinned)")
     parser.add_argument("--quick", action="store_true",
-                        help="3 rounds (unless --rounds), no ab-big, smaller idle and "
-                        "slowloris runs")
+                        help="a first answer in under 2 minutes: lepus and nginx, pinned, "
+                        "scenarios %s, 3 rounds of %d s (each can still be set with its "
+                        "flag); prints the verdict and what the full run adds"
+                        % (",".join(QUICK_SCENARIOS), QUICK_ROUND_SECONDS))
     parser.add_argument("--rounds", "--runs", type=int, default=None, dest="rounds",
                         help="rounds per scenario: each gives every server one turn "
                         "(default 7, 3 with --quick; --runs is the old name of this flag, "
                         "from before the rounds)")
-    parser.add_argument("--round-seconds", type=int, default=3, metavar="S",
-                        help="seconds of load in one server's turn (default 3)")
+    parser.add_argument("--round-seconds", type=int, default=None, metavar="S",
+                        help="seconds of load in one server's turn (default 3, %d with --quick)"
+                        % QUICK_ROUND_SECONDS)
     parser.add_argument("--warmup-seconds", type=int, default=1, metavar="S",
                         help="seconds of the same load per server before a scenario's first "
                         "round, not counted (default 1; 0: none)")
@@ -99,6 +111,12 @@ def parse_args(argv):
                         help="run the Google Benchmark programs (build/<preset>/bench/*_bench) "
                         "into the results folder; alone, only them")
     args = parser.parse_args(argv)
+    if args.servers is None:
+        args.servers = ",".join(QUICK_SERVERS if args.quick else servers.DEFAULT_SERVERS)
+    if args.modes is None:
+        args.modes = ",".join(QUICK_MODES if args.quick else MODES)
+    if args.round_seconds is None:
+        args.round_seconds = QUICK_ROUND_SECONDS if args.quick else 3
     args.server_list = _split(args.servers, servers.KNOWN_SERVERS, "server")
     if args.io is not None and "lepus" not in args.server_list:
         parser.error("--io chooses lepus's event engines, but lepus is not in --servers")
@@ -119,7 +137,8 @@ def parse_args(argv):
         args.lepus_before = os.path.abspath(args.lepus_before)
     args.mode_list = _split(args.modes, MODES, "mode")
     if args.scenarios is None:
-        args.scenario_list = [s.name for s in scenarios.SCENARIOS if s.quick or not args.quick]
+        args.scenario_list = list(QUICK_SCENARIOS) if args.quick else [
+            s.name for s in scenarios.SCENARIOS]
     else:
         args.scenario_list = _split(args.scenarios, scenarios.BY_NAME, "scenario")
     args.only_micro = args.micro and not any(
@@ -357,7 +376,7 @@ def meta_data(args, argv, modes, lepus):
                          for name in args.server_list}}
 
 
-def write_results(out, meta, rows, notes, charts):
+def write_results(out, meta, rows, notes, charts, on_terminal=False):
     if meta.get("load_end") in (None, "?"):  # kept as measured on --redraw
         meta["load_end"] = "%.2f" % os.getloadavg()[0]
     table = report.medians(rows)
@@ -374,7 +393,24 @@ def write_results(out, meta, rows, notes, charts):
             notes.append(str(error))
     with open(os.path.join(out, "results.md"), "w") as f:
         f.write(report.markdown(meta, table, verdict, notes))
+    if on_terminal:
+        print("\n".join(report.verdict_lines(meta, table, verdict) or
+                        ["No verdict: no server to compare lepus with gave a figure."]))
+        print(quick_full_run_note(meta))
     return drawn
+
+
+def quick_full_run_note(meta):
+    """What a run without --quick adds to this first answer."""
+    left_out = [s.name for s in scenarios.SCENARIOS if s.name not in QUICK_SCENARIOS]
+    full = scenarios.Params(False, 10000)
+    seconds = sum(rounds.estimate(s, full, 7, len(servers.DEFAULT_SERVERS))
+                  for mode in MODES for s in scenarios.SCENARIOS if rounds.applies(s, mode, MODES))
+    return ("This was --quick (%s; %d rounds of %d s). The full run (without --quick, about "
+            "%d minutes) adds: servers %s, the unpinned mode, 7 rounds of 3 s, PHP with ab, "
+            "and the scenarios %s." % (", ".join(meta["servers"]), meta["rounds"],
+                                       meta["round_seconds"], round(seconds / 60),
+                                       ", ".join(servers.DEFAULT_SERVERS), ", ".join(left_out)))
 
 
 def redraw(out, charts):
@@ -437,7 +473,8 @@ def main(argv=None):
                          [job for job in jobs if job[0] == mode], progress, rows, notes)
         finally:
             if rows:
-                drawn = write_results(out, meta, rows, notes, not args.no_charts)
+                drawn = write_results(out, meta, rows, notes, not args.no_charts,
+                                      on_terminal=args.quick)
                 sys.stderr.write("lepus-bench: results in %s (results.md, results.csv, ratios.csv, "
                                  "results.json%s)\n" % (out, ", %d charts" % len(drawn)
                                                         if drawn else ""))

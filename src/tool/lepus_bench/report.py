@@ -221,6 +221,11 @@ def _engines_line(meta):
         for io in engines) + ".", ""]
 
 
+def verdict_lines(meta, table, verdict):
+    """The verdict tables alone (what --quick prints on the terminal)."""
+    return ratios.markdown(meta, verdict, lambda mode: _tests(table, mode), label)
+
+
 def _tests(table, mode):
     order = ["ab", "ab-big", "ab-k", "close", "small", "4k", "100k", "c1000", "10m", "php wrk",
              "php ab", "idle 0", "tls small", "tls 4k", "tls 100k", "tls ab"]

@@ -180,14 +180,13 @@ class Scenario:
     """A named workload: which programs it needs, its rough duration, how to run
     one turn of it, and how to warm a server up for it."""
 
-    def __init__(self, name, describe, needs, estimate, run, quick=True, pinned_only=False,
+    def __init__(self, name, describe, needs, estimate, run, pinned_only=False,
                  php=False, once=False, warm_up=None, tls=False, only=(), proxy=False):
         self.name = name
         self.describe = describe
         self.needs = needs
         self.estimate = estimate  # (Params, seconds of the turn) -> seconds per server
         self.run = run  # (Context, Server) -> [(test name, metrics)]
-        self.quick = quick
         self.pinned_only = pinned_only
         self.php = php
         self.tls = tls  # on each server's TLS listener (servers without one sit it out)
@@ -223,7 +222,7 @@ SCENARIOS = [
     Scenario("ab", "ab -c 100 for a turn, HTTP/1.0, a new connection per request", ["ab"],
              _turn, _single("ab", lambda c, s: ab(c, s, "/", 100))),
     Scenario("ab-big", "ab -c 1000 -r for a turn", ["ab"], _turn,
-             _single("ab-big", lambda c, s: ab(c, s, "/", 1000, tolerate=True)), quick=False),
+             _single("ab-big", lambda c, s: ab(c, s, "/", 1000, tolerate=True))),
     Scenario("ab-k", "ab -k -c 100 for a turn (keepalive)", ["ab"], _turn,
              _single("ab-k", lambda c, s: ab(c, s, "/", 100, keepalive=True))),
     Scenario("close", "wrk -t1 -c100 with 'Connection: close' on / (a connection per "
@@ -240,9 +239,10 @@ SCENARIOS = [
     Scenario("10m", "wrk -t1 -c10 on /10m.bin (GB/s)", ["wrk"], _turn,
              _single("10m", lambda c, s: wrk(c, s, "/10m.bin", 10))),
     Scenario("php", "wrk -c50 and ab -c50 on /hello.php, a turn each (php-fpm, 8 static "
-             "children)", ["wrk", "ab", "php-fpm"], lambda p, seconds: 2 * seconds + 2,
-             lambda c, s: [("php wrk", wrk(c, s, "/hello.php", 50)),
-                           ("php ab", ab(c, s, "/hello.php", 50))],
+             "children; --quick: wrk only)", ["wrk", "ab", "php-fpm"],
+             lambda p, seconds: (1 if p.quick else 2) * seconds + 2,
+             lambda c, s: [("php wrk", wrk(c, s, "/hello.php", 50))] + (
+                 [] if c.params.quick else [("php ab", ab(c, s, "/hello.php", 50))]),
              php=True),
     Scenario("tls-small", "wrk -t1 -c100 on / over HTTPS (keepalive)", ["wrk"], _turn,
              _single("tls small", lambda c, s: wrk(c, s, "/", 100, tls=True)), tls=True),
@@ -256,44 +256,35 @@ SCENARIOS = [
     Scenario("gzip-html", "wrk -t1 -c100 on a 100 KiB HTML page, Accept-Encoding: gzip, br "
              "(lepus and nginx with gzip on)", ["wrk"], _turn,
              _single("gzip html", lambda c, s: wrk(c, s, "/100k.html", 100,
-                                                   headers=[ACCEPT_GZIP_BR])),
-             quick=False, only=COMPRESSING),
+                                                   headers=[ACCEPT_GZIP_BR])), only=COMPRESSING),
     Scenario("gzip-js", "wrk -t1 -c100 on a 300 KiB script, Accept-Encoding: gzip, br",
              ["wrk"], _turn,
              _single("gzip js", lambda c, s: wrk(c, s, "/300k.js", 100,
-                                                 headers=[ACCEPT_GZIP_BR])),
-             quick=False, only=COMPRESSING),
+                                                 headers=[ACCEPT_GZIP_BR])), only=COMPRESSING),
     Scenario("php-gzip", "wrk -c50 on a 20 KiB PHP page, Accept-Encoding: gzip", ["wrk", "php-fpm"],
              _turn, _single("php gzip", lambda c, s: wrk(c, s, "/page.php", 50,
                                                         headers=["Accept-Encoding: gzip"])),
-             php=True, quick=False, only=COMPRESSING),
+             php=True, only=COMPRESSING),
     Scenario("proxy", "wrk -t1 -c100 on /proxy/hello: through the server's reverse proxy "
              "(keepalive pool) to one nginx answering from memory", ["wrk", "nginx"], _turn,
-             _single("proxy", lambda c, s: wrk(c, s, "/proxy/hello", 100)), quick=False,
+             _single("proxy", lambda c, s: wrk(c, s, "/proxy/hello", 100)),
              proxy=True),
     Scenario("h2-small", "h2load -c100 -m10 on / over HTTPS (ALPN h2)", ["h2load"], _turn,
-             _single("h2 small", lambda c, s: h2load(c, s, "/", 100, 10)), tls=True,
-             quick=False),
+             _single("h2 small", lambda c, s: h2load(c, s, "/", 100, 10)), tls=True),
     Scenario("h2-4k", "h2load -c100 -m10 on /4k.html over HTTPS (ALPN h2)", ["h2load"], _turn,
-             _single("h2 4k", lambda c, s: h2load(c, s, "/4k.html", 100, 10)), tls=True,
-             quick=False),
+             _single("h2 4k", lambda c, s: h2load(c, s, "/4k.html", 100, 10)), tls=True),
     Scenario("h2-100k", "h2load -c10 -m1 on /100k.bin over HTTPS (ALPN h2)", ["h2load"], _turn,
-             _single("h2 100k", lambda c, s: h2load(c, s, "/100k.bin", 10, 1)), tls=True,
-             quick=False),
+             _single("h2 100k", lambda c, s: h2load(c, s, "/100k.bin", 10, 1)), tls=True),
     Scenario("h2c-small", "h2load -c100 -m10 on / over plain TCP (h2c, prior knowledge)",
              ["h2load"], _turn,
-             _single("h2c small", lambda c, s: h2load(c, s, "/", 100, 10, tls=False)),
-             quick=False, only=H2C_SERVERS),
+             _single("h2c small", lambda c, s: h2load(c, s, "/", 100, 10, tls=False)), only=H2C_SERVERS),
     Scenario("h2c-4k", "h2load -c100 -m10 on /4k.html over plain TCP (h2c)", ["h2load"], _turn,
-             _single("h2c 4k", lambda c, s: h2load(c, s, "/4k.html", 100, 10, tls=False)),
-             quick=False, only=H2C_SERVERS),
+             _single("h2c 4k", lambda c, s: h2load(c, s, "/4k.html", 100, 10, tls=False)), only=H2C_SERVERS),
     Scenario("h2c-100k", "h2load -c10 -m1 on /100k.bin over plain TCP (h2c)", ["h2load"], _turn,
-             _single("h2c 100k", lambda c, s: h2load(c, s, "/100k.bin", 10, 1, tls=False)),
-             quick=False, only=H2C_SERVERS),
+             _single("h2c 100k", lambda c, s: h2load(c, s, "/100k.bin", 10, 1, tls=False)), only=H2C_SERVERS),
     Scenario("h2-idle", "N idle HTTP/2 connections held (after one request each): memory per "
              "connection", [], lambda p, seconds: p.idle_connections / 1000 + 3,
-             lambda c, s: run_tls_idle(c, s, h2=True), pinned_only=True, once=True, tls=True,
-             quick=False),
+             lambda c, s: run_tls_idle(c, s, h2=True), pinned_only=True, once=True, tls=True),
     Scenario("tls-idle", "N idle TLS connections held: memory per connection", [],
              lambda p, seconds: p.idle_connections / 1000 + 3, run_tls_idle, pinned_only=True,
              once=True, tls=True),
