@@ -169,9 +169,9 @@ struct SiteConfig {
     // `conn_limit = N`: requests in progress (connections, HTTP/2 streams) per
     // client address on this site; 0: --conn-limit's, counted over all sites.
     unsigned conn_limit = 0;
-    uint32_t conn_zone = 0; // its keys in the client table
+    uint32_t conn_zone = 0;              // its keys in the client table
     std::vector<SiteLocation> locations; // `locations = [...]` (see SiteLocation)
-    std::string origin;     // "lepus.toml:12:1", for messages
+    std::string origin;                  // "lepus.toml:12:1", for messages
 };
 
 struct ConfigFile {

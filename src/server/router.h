@@ -32,8 +32,8 @@
 
 #include "fastcgi/fastcgi_exchange.h"
 #include "http/exchange.h"
-#include "log/error_log.h"
 #include "log/access_log_format.h"
+#include "log/error_log.h"
 #include "net/cidr.h"
 #include "server/basic_auth.h"
 #include "server/options.h"
