@@ -19,10 +19,7 @@ bool is_token(std::string_view token) {
 
 } // namespace
 
-HttpChallenges& HttpChallenges::process() {
-    static HttpChallenges challenges;
-    return challenges;
-}
+HttpChallenges HttpChallenges::process_;
 
 void HttpChallenges::share_through(const std::string& folder) {
     std::lock_guard lock(mutex_);

@@ -22,7 +22,9 @@ inline constexpr std::string_view kHttpChallengePrefix = "/.well-known/acme-chal
 
 class HttpChallenges {
 public:
-    static HttpChallenges& process();
+    // The process's one table. Inline, as answering(): the router asks on
+    // every request, and a call per request shows in instructions per request.
+    static HttpChallenges& process() { return process_; }
 
     // Before the reactors start: tokens are also written to, and looked up in, `folder`.
     void share_through(const std::string& folder);
@@ -38,6 +40,8 @@ private:
     std::map<std::string, std::string, std::less<>> tokens_;
     std::string folder_;
     std::atomic<size_t> count_{0}; // tokens, plus one with a shared folder
+
+    static HttpChallenges process_;
 };
 
 } // namespace lepus::acme

@@ -7,7 +7,7 @@
 #include <map>
 #include <string>
 
-typedef void CURL;
+using CURL = void; // as curl.h declares it, without including it here
 
 namespace lepus::acme {
 

@@ -13,11 +13,12 @@
 
 namespace lepus {
 
+constinit thread_local LogContext detail::t_log_context;
+
 namespace {
 
 std::atomic<AsyncLogger*> g_error_logger{nullptr};
 std::atomic<int> g_max_level{int(LogLevel::Info)};
-thread_local LogContext t_context;
 
 // One write(2) per line: lines from several threads do not interleave mid-line.
 void write_line_to_stderr(const std::string& line) {
@@ -52,12 +53,12 @@ void log_formatted(LogLevel level, const char* format, va_list args) {
     // Reused per thread: logging does not allocate once the line has been seen.
     thread_local std::string line, with_context;
     line.clear();
-    if (t_context.append != nullptr) {
+    if (detail::t_log_context.append != nullptr) {
         with_context.assign(message);
         while (!with_context.empty() && with_context.back() == '\n')
             with_context.pop_back();
         with_context.append(", ");
-        t_context.append(t_context.data, with_context);
+        detail::t_log_context.append(detail::t_log_context.data, with_context);
         message = with_context;
     }
     append_error_line(level, message, line);
@@ -70,14 +71,6 @@ void log_formatted(LogLevel level, const char* format, va_list args) {
 }
 
 } // namespace
-
-ScopedLogContext::ScopedLogContext(LogContext context) : previous_(t_context) {
-    t_context = context;
-}
-
-ScopedLogContext::~ScopedLogContext() {
-    t_context = previous_;
-}
 
 void set_error_log(AsyncLogger* logger, LogLevel max_level) {
     g_max_level.store(int(max_level), std::memory_order_relaxed);

@@ -39,10 +39,18 @@ struct LogContext {
 
 // While alive, every line this thread logs ends with ", " and what `context` appends (an
 // empty context adds nothing). Scopes nest: the innermost one speaks.
+namespace detail {
+// The calling thread's context (constinit: no TLS wrapper call on access).
+extern constinit thread_local LogContext t_log_context;
+} // namespace detail
+
 class ScopedLogContext {
 public:
-    explicit ScopedLogContext(LogContext context);
-    ~ScopedLogContext();
+    // Inline: the router sets one for every request.
+    explicit ScopedLogContext(LogContext context) : previous_(detail::t_log_context) {
+        detail::t_log_context = context;
+    }
+    ~ScopedLogContext() { detail::t_log_context = previous_; }
     ScopedLogContext(const ScopedLogContext&) = delete;
     ScopedLogContext& operator=(const ScopedLogContext&) = delete;
 

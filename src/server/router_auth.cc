@@ -92,7 +92,7 @@ bool Router::authorize(Exchange& exchange, RouteState& route, std::string_view d
 void Router::answer_unauthorized(Exchange& exchange, RouteState& route, const AuthRule& rule) {
     // RFC 7617 §2.1: charset="UTF-8" tells the client how to encode the
     // user and password (the file's bytes are compared as they are).
-    std::string challenge = "Basic realm=\"" + rule.realm + "\", charset=\"UTF-8\"";
+    std::string challenge = R"(Basic realm=")" + rule.realm + R"(", charset="UTF-8")";
     build_error_response(401, reply_context(exchange), exchange.response);
     exchange.response.head.add("WWW-Authenticate", challenge);
     apply_error_page(exchange, route, 401);

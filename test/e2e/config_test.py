@@ -405,6 +405,12 @@ class Reload(unittest.TestCase):
             self.assertIn(b"v1", seen)
             self.assertEqual(seen[-1], b"v2")
             self.assertEqual(server.request("GET / HTTP/1.1\r\nHost: x.test\r\n\r\n").body, b"v2")
+            # The logger writes its buffer once a second: wait for the line,
+            # not a fixed time (it was flaky under load).
+            deadline = time.monotonic() + 10
+            while ("keeping the running" not in server.error_log_text() and
+                   time.monotonic() < deadline):
+                time.sleep(0.1)
             self.assertIn("keeping the running", server.error_log_text())
         finally:
             stop.set()
