@@ -285,6 +285,14 @@ class AcmeTest(unittest.TestCase):
         self.assertIn("validate w/ HTTP:", self.pebble.log_text())
         self.assertIn("ACME: %s validated by http-01" % NAME, server.text())
         self.assert_https_works(self.tls_port)
+        # --domain's names are sent to HTTPS (the challenge above was not);
+        # another name (an IP address) has no certificate and stays plain.
+        status, headers = plain_get(self.plain_port, "/index.html")
+        self.assertEqual(status, 301)
+        self.assertEqual(headers.get("location"),
+                         "https://%s:%d/index.html" % (NAME, self.tls_port))
+        status, _ = plain_get(self.plain_port, "/index.html", name="127.0.0.1")
+        self.assertEqual(status, 200)
         # The files are the service user's alone.
         self.assertEqual(stat.S_IMODE(os.stat(self.state).st_mode), 0o700)
         folder = os.path.dirname(self.chain_path())
@@ -464,8 +472,9 @@ class AcmeTest(unittest.TestCase):
         self.servers.append(server)
         self.wait_until_served(server)
         self.assert_https_works(443)
-        status, _ = plain_get(80, "/index.html")
-        self.assertIn(status, (200, 301))
+        status, headers = plain_get(80, "/index.html")
+        self.assertEqual(status, 301)
+        self.assertEqual(headers.get("location"), "https://%s/index.html" % NAME)
 
     def test_two_instances_on_one_state_folder_order_once(self):
         # The validator reaches the first instance only, whichever of the two
