@@ -6,6 +6,7 @@
 #include "net/tls_listen_scheme.h"
 #include "server/detail/option_groups.h"
 
+#include <charconv>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -115,6 +116,13 @@ std::string finish_acme_options(ServerOptions& options) {
             if (std::string error = check_domain(name); !error.empty())
                 return site.origin + ": " + error;
     }
+    // An ACME site is an HTTPS site: its plain-HTTP requests get 301 to the
+    // TLS listener (as Caddy's), unless it says https_redirect = false. The
+    // HTTP-01 challenge step runs before the redirects, so the CA still
+    // reaches /.well-known/acme-challenge/ over plain HTTP.
+    uint16_t tls_port = acme_redirect_port(options);
+    for (SiteConfig& site : options.sites)
+        if (site.tls_acme && !site.https_redirect_given) site.https_redirect = tls_port;
     return {};
 }
 
@@ -145,6 +153,19 @@ void add_acme_certificates(const ServerOptions& options, TlsSettings& settings) 
         if (readable(paths.chain) && readable(paths.key))
             settings.sites.push_back({{name}, {{paths.chain, paths.key}}});
     }
+}
+
+uint16_t acme_redirect_port(const ServerOptions& options) {
+    for (const std::string& text : options.listen) {
+        ListenScheme scheme = split_listen_scheme(text);
+        if (!scheme.tls || scheme.address.starts_with("unix:")) continue;
+        std::string_view port = scheme.address.substr(scheme.address.rfind(':') + 1);
+        unsigned value = 0;
+        auto [end, error] = std::from_chars(port.data(), port.data() + port.size(), value);
+        if (error == std::errc() && end == port.data() + port.size() && value > 0 && value < 65536)
+            return uint16_t(value);
+    }
+    return 0;
 }
 
 acme::AcmeOptions acme_options(const ServerOptions& options) {

@@ -26,6 +26,9 @@ std::vector<std::vector<std::string>> acme_certificate_names(const ServerOptions
 // there are both, else the names alone (refused until issued). --domain's is
 // also the default certificate when no other is given.
 void add_acme_certificates(const ServerOptions& options, TlsSettings& settings);
+// The port of the first https:// TCP listener (0: none), where an ACME
+// site's plain-HTTP requests are sent.
+uint16_t acme_redirect_port(const ServerOptions& options);
 // What the ACME thread needs: the CA, the state folder, the certificates and
 // the challenges the listeners can answer (HTTP-01 with a plain listener,
 // TLS-ALPN-01 with a TLS one, in that order).

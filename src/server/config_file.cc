@@ -347,6 +347,7 @@ public:
 
     // `https_redirect = true` (port 443) or a port number (the TLS listener's).
     void https_redirect(const toml::node& node, SiteConfig& site) {
+        site.https_redirect_given = true;
         if (node.is_boolean()) { // value<bool>() would also take an integer
             site.https_redirect = *node.value<bool>() ? 443 : 0;
             return;

@@ -159,6 +159,7 @@ struct SiteConfig {
     // `https_redirect = true | PORT`: a request that came over plain HTTP gets
     // 301 to https://HOST[:PORT]/same-target (0: off; 443 is written without a port).
     uint16_t https_redirect = 0;
+    bool https_redirect_given = false; // an ACME site redirects unless it says false
     // `try_files = [...]` or `spa = true` (see server/try_files.h); nullopt: the top level's.
     std::optional<TryFiles> try_files;
     // `x_accel = "/protected/=/srv/files"` (server/x_accel.h); nullopt: the top level's.

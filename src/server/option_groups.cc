@@ -95,7 +95,9 @@ void add_listening_options(CLI::App& app, ServerOptions& options, OptionTexts& t
     app.add_option("-c,--config", options.config_path,
                    "TOML config file; the command line wins over it (-t checks it)");
     app.option_defaults()->group("Listening");
-    app.add_option("--listen,-l", options.listen, "Address to listen on (repeatable)")
+    app.add_option("--listen,-l", options.listen,
+                   "Address to listen on (repeatable); with ACME (--domain) and no "
+                   "--listen: 80 and https://443")
         ->check(listen_address)
         ->capture_default_str()
         ->expected(1) // one address per --listen, so `--listen :80 ROOT` works

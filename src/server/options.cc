@@ -318,6 +318,10 @@ std::string finish_options(const CLI::App& app, ServerOptions& options, const Op
     }
     if (std::string error = finish_proxy_options(options.proxy, texts.proxy); !error.empty())
         return error;
+    // "lepus --domain example.org ./site" is all it takes, as with Caddy: with
+    // no --listen at all an ACME server listens where a CA and browsers look,
+    // port 80 (HTTP-01, redirects) and 443 (TLS-ALPN-01, the site).
+    if (uses_acme(options) && app.count("--listen") == 0) options.listen = {"80", "https://443"};
     if (std::string error = finish_acme_options(options); !error.empty()) return error;
     if (!options.status_path.empty() && options.status_path.front() != '/')
         return "--status-path must start with /";

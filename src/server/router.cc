@@ -140,7 +140,7 @@ void Router::run_steps(Exchange& exchange, RouteState& route, size_t first) {
         LEPUS_STEP(1, true, step_site);
         LEPUS_STEP(2, acme::HttpChallenges::process().answering(), step_acme_challenge);
         LEPUS_STEP(3, !options.status_path.empty(), step_status_page);
-        LEPUS_STEP(4, route.site->config, step_redirects);
+        LEPUS_STEP(4, route.site->config || route.site->https_redirect, step_redirects);
         LEPUS_STEP(5, options.conn_limit || (route.site->config && route.site->config->conn_limit),
                    step_conn_limit);
         LEPUS_STEP(6, route.site->config && !route.site->config->limits.empty(), step_rate_limit);

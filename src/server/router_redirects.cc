@@ -2,10 +2,13 @@
 // (exact, prefix and pattern redirects, and internal rewrites: config_file.h,
 // Redirect), as nginx's server-level `return` and `rewrite` run before its
 // access phase.
+#include "base/ascii.h"
 #include "http/path.h"
 #include "server/router.h"
 #include "server/serving_set.h"
 #include "server/site_table.h"
+
+#include <algorithm>
 
 namespace lepus {
 
@@ -42,8 +45,8 @@ Router::StepOutcome Router::step_redirects(Exchange& exchange, RouteState& route
 // The site's `https_redirect`, as nginx's `return 301 https://$host$request_uri`
 // on the port-80 server: the same host (its port dropped) and target over TLS.
 bool Router::redirect_to_https(Exchange& exchange, SiteHandlers& site) {
-    if (!site.config || site.config->https_redirect == 0 || exchange.connection->secure)
-        return false;
+    uint16_t port = site.config ? site.config->https_redirect : site.https_redirect;
+    if (port == 0 || exchange.connection->secure) return false;
     const Request& request = *exchange.request;
     std::string_view host = request.host;
     if (host.empty()) return false; // HTTP/1.0 without Host: nothing to name
@@ -51,11 +54,17 @@ bool Router::redirect_to_https(Exchange& exchange, SiteHandlers& site) {
     size_t colon = host.rfind(':');
     if (colon != std::string_view::npos && host.find(']', colon) == std::string_view::npos)
         host = host.substr(0, colon);
+    // The default root redirects --domain's names only: another name (an IP
+    // address) has no certificate to be sent to.
+    if (!site.config &&
+        std::none_of(site.https_redirect_names.begin(), site.https_redirect_names.end(),
+                     [&](const std::string& name) { return ascii_iequals(name, host); }))
+        return false;
     std::string location = "https://";
     location.append(host);
-    if (site.config->https_redirect != 443) {
+    if (port != 443) {
         location.push_back(':');
-        location.append(std::to_string(site.config->https_redirect));
+        location.append(std::to_string(port));
     }
     // The absolute form's path and query, or the origin form as sent.
     std::string_view target = request.target;

@@ -1,6 +1,7 @@
 #include "server/serving_set.h"
 
 #include "log/error_log.h"
+#include "server/acme_options.h"
 
 #include <algorithm>
 
@@ -166,6 +167,10 @@ std::unique_ptr<ServingSet> make_serving_set(const ServerOptions& options,
     set->root.log_format = options.access_log_format.get();
     set->root.try_files = options.try_files;
     set->root.compress = options.compress;
+    if (!options.domains.empty()) { // an ACME root is an HTTPS site, as an ACME [[site]]
+        set->root.https_redirect = acme_redirect_port(options);
+        set->root.https_redirect_names = options.domains;
+    }
     if (options.request_buffering) set->root.body_buffer = body_buffer_options(options);
     if (!make_x_accel_files(options.x_accel, base, set->root, error)) return nullptr;
     set->sites = sites;

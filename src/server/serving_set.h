@@ -38,6 +38,10 @@ struct SiteHandlers {
     // --fastcgi-param with the site's `fastcgi_params` on top, sent with every script.
     std::vector<fastcgi::CgiParam> fastcgi_params;
     AsyncLogger* access_log = nullptr; // null: the global access log
+    // The default root's redirect to HTTPS (a site's is its config's): plain
+    // requests for --domain's names get 301 to this TLS port (0: none).
+    uint16_t https_redirect = 0;
+    std::vector<std::string> https_redirect_names;
     // The site's access_log_format, else the global one; null or Combined:
     // append_combined_line, the fast path.
     const AccessLogFormat* log_format = nullptr;

@@ -6,6 +6,7 @@ TLS-ALPN-01 (its httpPort/tlsPort), so a wrong answer fails.
 
 Installed by scripts/install-pebble (go install); the tests are skipped, saying
 so, when pebble is not installed."""
+import http.client
 import json
 import os
 import shutil
@@ -204,6 +205,18 @@ def https_get(port, root_pem, path="/index.html", name=NAME):
     return done.returncode, done.stdout, done.stderr.decode(errors="replace")
 
 
+def plain_get(port, path, name=NAME):
+    """A plain HTTP/1.1 GET to `name` on 127.0.0.1: (status, lowercased headers)."""
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    try:
+        connection.request("GET", path, headers={"Host": name})
+        response = connection.getresponse()
+        response.read()
+        return response.status, {k.lower(): v for k, v in response.getheaders()}
+    finally:
+        connection.close()
+
+
 def served_serial(port, name=NAME):
     """The serial number of the certificate lepus shows for `name`."""
     context = ssl.create_default_context()
@@ -272,6 +285,14 @@ class AcmeTest(unittest.TestCase):
         self.assertIn("validate w/ HTTP:", self.pebble.log_text())
         self.assertIn("ACME: %s validated by http-01" % NAME, server.text())
         self.assert_https_works(self.tls_port)
+        # --domain's names are sent to HTTPS (the challenge above was not);
+        # another name (an IP address) has no certificate and stays plain.
+        status, headers = plain_get(self.plain_port, "/index.html")
+        self.assertEqual(status, 301)
+        self.assertEqual(headers.get("location"),
+                         "https://%s:%d/index.html" % (NAME, self.tls_port))
+        status, _ = plain_get(self.plain_port, "/index.html", name="127.0.0.1")
+        self.assertEqual(status, 200)
         # The files are the service user's alone.
         self.assertEqual(stat.S_IMODE(os.stat(self.state).st_mode), 0o700)
         folder = os.path.dirname(self.chain_path())
@@ -415,8 +436,45 @@ class AcmeTest(unittest.TestCase):
                                          "https://127.0.0.1:%d" % self.tls_port],
                            self.state, self.root, ["--config", config])
         self.servers.append(server)
+        # Issued by HTTP-01 alone (pebble's TLS-ALPN-01 port is closed): the
+        # challenge path is answered over plain HTTP despite the redirect.
         self.wait_until_served(server)
+        self.assertIn("ACME: %s validated by http-01" % NAME, server.text())
         self.assert_https_works(self.tls_port)
+        # An ACME site redirects plain HTTP to its TLS listener by default.
+        status, headers = plain_get(self.plain_port, "/index.html?a=1")
+        self.assertEqual(status, 301)
+        self.assertEqual(headers.get("location"),
+                         "https://%s:%d/index.html?a=1" % (NAME, self.tls_port))
+
+    def test_an_acme_site_with_https_redirect_false_serves_plain_http(self):
+        config = os.path.join(self.tmp, "lepus.toml")
+        with open(config, "w") as f:
+            f.write('[[site]]\nserver_names = ["%s"]\nroot = "%s"\ntls = "acme"\n'
+                    'https_redirect = false\n' % (NAME, self.root))
+        self.start_pebble(self.plain_port, self.closed_port)
+        server = AcmeLepus(self.pebble, ["127.0.0.1:%d" % self.plain_port,
+                                         "https://127.0.0.1:%d" % self.tls_port],
+                           self.state, self.root, ["--config", config])
+        self.servers.append(server)
+        self.wait_until_served(server)
+        status, _ = plain_get(self.plain_port, "/index.html")
+        self.assertEqual(status, 200)
+
+    def test_domain_alone_listens_on_80_and_443(self):
+        # `lepus --domain NAME ROOT`, no --listen: port 80 and https://443.
+        if os.geteuid() != 0:
+            self.skipTest("binding ports 80 and 443 needs root")
+        if port_open(80) or port_open(443):
+            self.skipTest("ports 80 or 443 are taken on this host")
+        self.start_pebble(80, 443)
+        server = AcmeLepus(self.pebble, [], self.state, self.root, ["--domain", NAME])
+        self.servers.append(server)
+        self.wait_until_served(server)
+        self.assert_https_works(443)
+        status, headers = plain_get(80, "/index.html")
+        self.assertEqual(status, 301)
+        self.assertEqual(headers.get("location"), "https://%s/index.html" % NAME)
 
     def test_two_instances_on_one_state_folder_order_once(self):
         # The validator reaches the first instance only, whichever of the two
