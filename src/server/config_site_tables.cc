@@ -130,10 +130,10 @@ public:
                        upstream::Balancing& balancing) {
         if (name == "balance") {
             parsed(value, name, upstream::parse_balance, balancing.balance,
-                   "\"round_robin\", \"least_conn\" or \"hash\"");
+                   R"("round_robin", "least_conn" or "hash")");
         } else if (name == "hash_key") {
             parsed(value, name, upstream::parse_hash_key, balancing.key,
-                   "\"client\", \"header:NAME\" or \"cookie:NAME\"");
+                   R"("client", "header:NAME" or "cookie:NAME")");
             hash_key_set_ = true;
         } else if (name == "health") {
             health(value, balancing);

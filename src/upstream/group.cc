@@ -73,8 +73,8 @@ std::optional<HashKey> parse_hash_key(std::string_view text) {
     return std::nullopt;
 }
 
-Group::Group(std::vector<std::shared_ptr<Pool>> pools, const Balancing& balancing)
-    : pools_(std::move(pools)), balancing_(balancing), current_(pools_.size(), 0) {
+Group::Group(std::vector<std::shared_ptr<Pool>> pools, Balancing balancing)
+    : pools_(std::move(pools)), balancing_(std::move(balancing)), current_(pools_.size(), 0) {
     balancing_.weights.resize(pools_.size(), 1);
     if (balancing_.balance == Balance::Hash) build_ring();
 }
@@ -96,7 +96,10 @@ void Group::key_of(const Exchange& exchange, std::string& out) const {
     if (balancing_.balance != Balance::Hash) return;
     const HashKey& key = balancing_.key;
     if (key.source == HashKey::Source::Client) return exchange.client.format_host(out);
-    std::string_view wanted = key.source == HashKey::Source::Header ? key.name : "Cookie";
+    // Both sides views: a std::string on one side would make the other a
+    // temporary string, gone at the end of this line.
+    std::string_view wanted = key.source == HashKey::Source::Header ? std::string_view(key.name)
+                                                                    : std::string_view("Cookie");
     for (const Header& header : exchange.request->headers) {
         if (!ascii_iequals(header.name, wanted)) continue;
         if (key.source == HashKey::Source::Header) return void(out.append(header.value));

@@ -57,7 +57,7 @@ std::optional<HashKey> parse_hash_key(std::string_view text);
 class Group {
 public:
     // `pools` not empty; `balancing.weights` empty or one per pool, each >= 1.
-    Group(std::vector<std::shared_ptr<Pool>> pools, const Balancing& balancing);
+    Group(std::vector<std::shared_ptr<Pool>> pools, Balancing balancing);
 
     size_t size() const { return pools_.size(); }
     const std::vector<std::shared_ptr<Pool>>& pools() const { return pools_; }
