@@ -191,6 +191,10 @@ class TableMemory(unittest.TestCase):
     ADDRESSES = 1000000
 
     def test_a_million_addresses_keep_the_table_within_its_budget(self):
+        if harness.is_sanitized():
+            # ASan's quarantine keeps freed memory (a million connections' worth):
+            # RSS measures the sanitizer, not the table (the release run checks it).
+            self.skipTest("RSS under a sanitizer says nothing about the table's budget")
         directory = harness.temp_dir(self, name="limits-memory")
         config, root = os.path.join(directory, "lepus.toml"), os.path.join(directory, "www")
         with open(config, "w") as f:
