@@ -53,7 +53,11 @@ std::optional<std::string_view> Router::rule_path(const Request& request) {
 // connection between requests is not one; each HTTP/2 stream is), 503 above.
 Router::StepOutcome Router::step_conn_limit(Exchange& exchange, RouteState& route) {
     if (route.conn_slot.held()) return StepOutcome::Continue;
-    const SiteConfig* config = route.site->config;
+    // A location's own conn_limit replaces the site's (run_steps calls this
+    // step only when one of them, or --conn-limit, is set).
+    const SiteConfig* config = route.location && route.location->own->conn_limit
+                                   ? route.location->own
+                                   : route.site->config;
     bool own = config && config->conn_limit;
     unsigned limit = own ? config->conn_limit : worker_.options().conn_limit;
     ClientTable& table = *worker_.shared().clients;
@@ -76,7 +80,11 @@ Router::StepOutcome Router::step_conn_limit(Exchange& exchange, RouteState& rout
 Router::StepOutcome Router::step_rate_limit(Exchange& exchange, RouteState& route) {
     if (route.rate_checked) return StepOutcome::Continue;
     std::optional<std::string_view> path = rule_path(*exchange.request);
-    const LimitRule* rule = path ? find_limit_rule(*route.site->config, *path) : nullptr;
+    // A location's own limits replace the site's.
+    const SiteConfig& rules = route.location && !route.location->own->limits.empty()
+                                  ? *route.location->own
+                                  : *route.site->config;
+    const LimitRule* rule = path ? find_limit_rule(rules, *path) : nullptr;
     if (!rule) return StepOutcome::Continue;
     route.rate_checked = true;
     ClientTable& table = *worker_.shared().clients;

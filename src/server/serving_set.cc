@@ -101,27 +101,34 @@ bool make_x_accel_files(const std::optional<XAccel>& x_accel, const StaticOption
 }
 
 // The site's locations, each with its own files (and scripts) under its
-// root, with the site's file options otherwise; sorted for the router.
+// root, with the site's file options otherwise, or its own HTTP backend;
+// sorted for the router.
 bool make_locations(const SiteConfig& site, const StaticOptions& site_options,
                     const fastcgi::ScriptResolverOptions* scripts, SiteHandlers& handlers,
-                    std::string& error) {
+                    ServingSet& set, const ServerOptions& server, unsigned index,
+                    unsigned threads, std::string& error) {
     auto extensions = std::make_shared<const std::vector<std::string>>(
         scripts ? scripts->extensions : std::vector<std::string>{});
     for (const SiteLocation& config : site.locations) {
         SiteHandlers::Location location;
         location.config = &config;
-        StaticOptions options = site_options;
-        options.root = config.root;
-        location.files = StaticHandler::create(options, error);
-        if (location.files && config.handler == "fastcgi" && scripts) {
-            fastcgi::ScriptResolverOptions own = *scripts;
-            own.root = config.root;
-            location.scripts = fastcgi::ScriptResolver::create(own, error);
-        }
-        if (!location.files || (config.handler == "fastcgi" && !location.scripts)) {
-            if (config.handler == "fastcgi" && !scripts) error = "the site has no fastcgi";
-            error.insert(0, config.origin + ": location " + config.path + ": ");
-            return false;
+        location.own = config.own.get();
+        if (config.handler == "proxy")
+            location.proxy = make_proxy_route(set, server, &*config.own->proxy, index, threads);
+        if (!config.root.empty()) {
+            StaticOptions options = site_options;
+            options.root = config.root;
+            location.files = StaticHandler::create(options, error);
+            if (location.files && config.handler == "fastcgi" && scripts) {
+                fastcgi::ScriptResolverOptions own = *scripts;
+                own.root = config.root;
+                location.scripts = fastcgi::ScriptResolver::create(own, error);
+            }
+            if (!location.files || (config.handler == "fastcgi" && !location.scripts)) {
+                if (config.handler == "fastcgi" && !scripts) error = "the site has no fastcgi";
+                error.insert(0, config.origin + ": location " + config.path + ": ");
+                return false;
+            }
         }
         location.script_extensions = extensions;
         location.extension_views.assign(extensions->begin(), extensions->end());
@@ -216,7 +223,8 @@ std::unique_ptr<ServingSet> make_serving_set(const ServerOptions& options,
             handlers.fastcgi_params = options.fastcgi_params;
             fastcgi::merge_cgi_params(handlers.fastcgi_params, site.fastcgi_params);
         }
-        if (!make_locations(site, site_options, scripts ? &*scripts : nullptr, handlers, error))
+        if (!make_locations(site, site_options, scripts ? &*scripts : nullptr, handlers, *set,
+                            options, index, threads, error))
             return nullptr;
         if (site.proxy || !options.proxy.address.empty())
             handlers.proxy = make_proxy_route(*set, options, site.proxy ? &*site.proxy : nullptr,
