@@ -136,7 +136,7 @@ struct SiteLocation {
     // empty (no root): as the site does.
     std::string handler;
     // The keys a location may set for its requests, read by the site's own
-    // readers into a SiteConfig of its own: headers, auth, limits,
+    // readers into a SiteConfig of its own: headers, auth, access, limits,
     // conn_limit, try_files, proxy. A key the location sets replaces the
     // site's for its paths (as nginx's location-level directives do), but
     // for headers, which add to the site's (a name both set: the location's).

@@ -1,5 +1,5 @@
 // The [[site]] key `locations` (config_file.h: SiteLocation). A location's
-// own headers, auth, limits, conn_limit and proxy are read by the readers of
+// own headers, auth, access, limits, conn_limit, try_files and proxy are read by the readers of
 // the site's keys of the same names, into the location's own SiteConfig.
 #include "server/detail/config_reader.h"
 #include "server/proxy_options.h"
@@ -61,6 +61,8 @@ private:
                 read_header_rules(*this, value, own, true);
             } else if (name == "auth") {
                 read_auth_rules(*this, value, own, true);
+            } else if (name == "access") {
+                read_access_rules(*this, value, own);
             } else if (name == "limits") {
                 read_limit_rules(*this, value, own);
             } else if (name == "conn_limit") {

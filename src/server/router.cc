@@ -151,7 +151,10 @@ void Router::run_steps(Exchange& exchange, RouteState& route, size_t first) {
                    (route.site->config && !route.site->config->limits.empty()) ||
                        (route.location && !route.location->own->limits.empty()),
                    step_rate_limit);
-        LEPUS_STEP(8, route.site->config && !route.site->config->access.empty(), step_allow_deny);
+        LEPUS_STEP(8,
+                   (route.site->config && !route.site->config->access.empty()) ||
+                       (route.location && !route.location->own->access.empty()),
+                   step_allow_deny);
         LEPUS_STEP(9,
                    (route.site->config && !route.site->config->auth.empty()) ||
                        (route.location && !route.location->own->auth.empty()),
@@ -159,8 +162,7 @@ void Router::run_steps(Exchange& exchange, RouteState& route, size_t first) {
         LEPUS_STEP(10, route.site->x_accel, step_internal);
         LEPUS_STEP(11, route.location, step_location);
         LEPUS_STEP(12, route.site->proxy, step_proxy);
-        LEPUS_STEP(13,
-                   route.site->try_files || (route.location && route.location->own->try_files),
+        LEPUS_STEP(13, route.site->try_files || (route.location && route.location->own->try_files),
                    step_try_files);
     case 14:
         step = 14;
@@ -233,9 +235,9 @@ Router::StepOutcome Router::step_try_files(Exchange& exchange, RouteState& route
     SiteHandlers& site = *route.site;
     const Request& request = *exchange.request;
     // "OPTIONS *" and undecodable paths: the handlers' own answers (204, 400).
-    const std::optional<TryFiles>& try_files =
-        route.location && route.location->own->try_files ? route.location->own->try_files
-                                                         : site.try_files;
+    const std::optional<TryFiles>& try_files = route.location && route.location->own->try_files
+                                                   ? route.location->own->try_files
+                                                   : site.try_files;
     if (!try_files || request.path == "*" || decode_path(request.path, path_) != 0)
         return StepOutcome::Continue;
     return try_candidates(exchange, route, *try_files);
@@ -422,9 +424,8 @@ void Router::refuse_x_accel(Exchange& exchange, RouteState& route, std::string_v
 void Router::add_rule_headers(Exchange& exchange, RouteState& route) {
     const SiteHandlers& site = *route.site;
     // A location's own rules (route.location is set only for a site with locations).
-    const SiteConfig* own = route.location && !route.location->own->headers.empty()
-                                ? route.location->own
-                                : nullptr;
+    const SiteConfig* own =
+        route.location && !route.location->own->headers.empty() ? route.location->own : nullptr;
     if ((!site.config || site.config->headers.empty()) && !own) return;
     // Matched on the decoded, normalised path: "/%70rivate/x", "//private/x"
     // and "/./private/x" are "/private/x" to the files, and so to the rules.

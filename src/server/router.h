@@ -8,8 +8,8 @@
 //   redirects     https_redirect, then the site's redirects and rewrites
 //                 (router_redirects.cc)
 //   find location the site's location for the path (router_locations.cc):
-//                 its own conn_limit, limits, auth, headers and try_files
-//                 replace the site's in the steps below
+//                 its own conn_limit, limits, access, auth and try_files
+//                 replace the site's in the steps below (its headers add to them)
 //   conn limit    conn_limit / --conn-limit: requests in progress per client
 //                 (server/client_table.h), 503 over it
 //   rate limit    the site's limits (nginx's limit_req): 429 over the burst,

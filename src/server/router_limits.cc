@@ -113,7 +113,11 @@ Router::StepOutcome Router::step_rate_limit(Exchange& exchange, RouteState& rout
 // nginx's allow / deny, on the client address after the real-IP rules.
 Router::StepOutcome Router::step_allow_deny(Exchange& exchange, RouteState& route) {
     std::optional<std::string_view> path = rule_path(*exchange.request);
-    const AccessRule* rule = path ? find_access_rule(*route.site->config, *path) : nullptr;
+    // A location's own rules replace the site's.
+    const SiteConfig& rules = route.location && !route.location->own->access.empty()
+                                  ? *route.location->own
+                                  : *route.site->config;
+    const AccessRule* rule = path ? find_access_rule(rules, *path) : nullptr;
     if (!rule || access_allows(*rule, exchange.client)) return StepOutcome::Continue;
     log_refusal(exchange, route, "access forbidden by rule");
     refuse(exchange, route, 403);

@@ -2,7 +2,7 @@
 // SiteLocation), nginx's `location /wp-content/ { alias DIR; }`.
 //
 // step_find_location, early (after the redirects), picks the location for the
-// client's path, so that the location's own conn_limit, limits and auth
+// client's path, so that the location's own conn_limit, limits, access and auth
 // replace the site's in the steps that follow, and its headers join the
 // site's on the answer (Router::add_rule_headers). A site without locations
 // never runs it (run_steps), and so pays nothing for them.
@@ -91,9 +91,8 @@ StaticHandler::Probe Router::probe(RouteState& route, std::string_view decoded_p
     return site.files->probe(decoded_path, now_ms);
 }
 
-void Router::serve_location(Exchange& exchange, RouteState& route,
-                            const LocationHandlers& location, const Request& request,
-                            bool rewritten) {
+void Router::serve_location(Exchange& exchange, RouteState& route, const LocationHandlers& location,
+                            const Request& request, bool rewritten) {
     const SiteLocation& config = *location.config;
     // path_ holds the decoded request.path (the callers decoded it).
     std::string_view prefix = without_trailing_slash(config.path);

@@ -105,8 +105,8 @@ bool make_x_accel_files(const std::optional<XAccel>& x_accel, const StaticOption
 // sorted for the router.
 bool make_locations(const SiteConfig& site, const StaticOptions& site_options,
                     const fastcgi::ScriptResolverOptions* scripts, SiteHandlers& handlers,
-                    ServingSet& set, const ServerOptions& server, unsigned index,
-                    unsigned threads, std::string& error) {
+                    ServingSet& set, const ServerOptions& server, unsigned index, unsigned threads,
+                    std::string& error) {
     auto extensions = std::make_shared<const std::vector<std::string>>(
         scripts ? scripts->extensions : std::vector<std::string>{});
     for (const SiteLocation& config : site.locations) {

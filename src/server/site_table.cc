@@ -95,7 +95,8 @@ namespace {
 
 bool rule_applies(const HeaderRule& rule, std::string_view path) {
     std::string_view match = rule.match;
-    return match == "*" || (match.starts_with("*.") && ends_with_extension(path, match.substr(1))) ||
+    return match == "*" ||
+           (match.starts_with("*.") && ends_with_extension(path, match.substr(1))) ||
            (match.starts_with("/") && path.starts_with(match));
 }
 

@@ -12,7 +12,7 @@ request through harness.Lepus.fetch() over HTTP/1.1, HTTP/2 over TLS and h2c
   one and an error page included; a name both set is the location's.
 - auth: a location asks for a password where the site asks none, and
   another opens a part of a site that asks one everywhere (auth_basic off).
-- limits and conn_limit: a location's replace the site's for its paths.
+- limits, conn_limit and access: a location's replace the site's for its paths.
 - try_files: a location's replace the site's, among the location's own
   files when it has a root.
 """
@@ -74,7 +74,8 @@ class MatrixLocations(unittest.TestCase):
         files = {"www/index.html": "home\n", "www/admin/index.html": "admin\n",
                  "www/login": "login\n", "www/fallback.html": "site fallback\n",
                  "www/spa/shell.html": "spa shell\n", "www/heavy/a.txt": "heavy\n",
-                 "www/heavy/free/a.txt": "free\n",
+                 "www/heavy/free/a.txt": "free\n", "www/staff/a.txt": "staff\n",
+                 "www/internal/a.txt": "internal\n", "www/internal/ok/a.txt": "ok\n",
                  "assets/a.css": "body{}\n", "apistatic/doc.txt": "api doc\n",
                  "app/index.html": "app shell\n", "app/real.txt": "real\n",
                  "closed/index.html": "closed\n", "closed/public/a.txt": "public\n"}
@@ -95,6 +96,7 @@ class MatrixLocations(unittest.TestCase):
                            {{ match = "*", name = "X-Frame-Options", value = "DENY" }}]
                 try_files = ["$uri", "/fallback.html"]
                 limits = [{{ paths = ["/heavy/"], rate = "1r/m", nodelay = true }}]
+                access = [{{ paths = ["/internal/"], deny = ["0.0.0.0/0", "::/0"] }}]
                 locations = [
                   {{ path = "/api/", proxy = {{ address = "{backend}" }}, conn_limit = 1, headers = [{{ name = "X-Api", value = "1" }}] }},
                   {{ path = "/api/static/", root = "{d}/apistatic" }},
@@ -104,6 +106,8 @@ class MatrixLocations(unittest.TestCase):
                   {{ path = "/heavy/free/", limits = [{{ rate = "100r/s", burst = 100 }}] }},
                   {{ path = "/app/", root = "{d}/app", try_files = ["$uri", "/app/index.html"] }},
                   {{ path = "/spa/", try_files = ["$uri", "/spa/shell.html"] }},
+                  {{ path = "/staff/", access = {{ allow = ["10.0.0.0/8"], deny = ["0.0.0.0/0", "::/0"] }} }},
+                  {{ path = "/internal/ok/", access = {{ allow = ["127.0.0.0/8", "::1"] }} }},
                 ]
 
                 [[site]]
@@ -224,6 +228,11 @@ class MatrixLocations(unittest.TestCase):
             thread.join(30)
         self.assertEqual(first["response"].status, 200)
         self.assertEqual(self.fetch("open.test", "/api/again").status, 200)
+
+    def test_a_locations_access_rules_replace_the_sites(self):
+        self.assertEqual(self.fetch("open.test", "/staff/a.txt").status, 403)
+        self.assertEqual(self.fetch("open.test", "/internal/a.txt").status, 403)
+        self.assert_body("open.test", "/internal/ok/a.txt", 200, b"ok\n")
 
     # --- try_files ------------------------------------------------------------------
 
