@@ -142,28 +142,17 @@ void Router::run_steps(Exchange& exchange, RouteState& route, size_t first) {
         LEPUS_STEP(3, !options.status_path.empty(), step_status_page);
         LEPUS_STEP(4, route.site->config || route.site->https_redirect, step_redirects);
         // Whose limits and auth apply: a site without locations never looks.
-        LEPUS_STEP(5, !route.site->locations.empty(), step_find_location);
-        LEPUS_STEP(6,
-                   options.conn_limit || (route.site->config && route.site->config->conn_limit) ||
-                       (route.location && route.location->own->conn_limit),
-                   step_conn_limit);
-        LEPUS_STEP(7,
-                   (route.site->config && !route.site->config->limits.empty()) ||
-                       (route.location && !route.location->own->limits.empty()),
-                   step_rate_limit);
-        LEPUS_STEP(8,
-                   (route.site->config && !route.site->config->access.empty()) ||
-                       (route.location && !route.location->own->access.empty()),
-                   step_allow_deny);
-        LEPUS_STEP(9,
-                   (route.site->config && !route.site->config->auth.empty()) ||
-                       (route.location && !route.location->own->auth.empty()),
-                   step_access);
+        LEPUS_STEP(5, route.site->uses.locations, step_find_location);
+        // The rule steps run for a site that has such rules, its own or a
+        // location's (SiteHandlers::uses): one test each for any other.
+        LEPUS_STEP(6, options.conn_limit || route.site->uses.conn_limit, step_conn_limit);
+        LEPUS_STEP(7, route.site->uses.limits, step_rate_limit);
+        LEPUS_STEP(8, route.site->uses.access, step_allow_deny);
+        LEPUS_STEP(9, route.site->uses.auth, step_access);
         LEPUS_STEP(10, route.site->x_accel, step_internal);
         LEPUS_STEP(11, route.location, step_location);
         LEPUS_STEP(12, route.site->proxy, step_proxy);
-        LEPUS_STEP(13, route.site->try_files || (route.location && route.location->own->try_files),
-                   step_try_files);
+        LEPUS_STEP(13, route.site->uses.try_files, step_try_files);
     case 14:
         step = 14;
         outcome = step_handler(exchange, route);
@@ -182,7 +171,7 @@ void Router::run_steps(Exchange& exchange, RouteState& route, size_t first) {
 
 void Router::answered(Exchange& exchange, RouteState& route) {
     // The status page answers before a site is needed; every other answer is the site's.
-    if (route.site) add_rule_headers(exchange, route);
+    if (route.site && route.site->uses.headers) add_rule_headers(exchange, route);
 }
 
 Router::StepOutcome Router::step_client(Exchange& exchange, RouteState&) {
@@ -291,6 +280,14 @@ Router::StepOutcome Router::rewrite(Exchange& exchange, RouteState& route,
     Request rewritten = request;
     rewritten.path = rewritten_path_;
     rewritten.query = rewritten_query_;
+    // A path rewritten into a location with a root of its own is its files'.
+    if (route.site->uses.locations)
+        if (const LocationHandlers* location = find_location(*route.site, decoded_path);
+            location && location->files) {
+            path_.assign(decoded_path); // serve_location's decoded path
+            serve_location(exchange, route, *location, rewritten, true);
+            return StepOutcome::Answered;
+        }
     route_request(exchange, route, rewritten, true);
     return StepOutcome::Answered;
 }
@@ -298,11 +295,6 @@ Router::StepOutcome Router::rewrite(Exchange& exchange, RouteState& route,
 void Router::route_request(Exchange& exchange, RouteState& route, const Request& request,
                            bool rewritten) {
     SiteHandlers& site = *route.site;
-    // A path rewritten into a location with a root of its own is its files'.
-    if (rewritten && !site.locations.empty() && decode_path(request.path, path_) == 0)
-        if (const LocationHandlers* location = find_location(site, path_);
-            location && location->files)
-            return serve_location(exchange, route, *location, request, true);
     if (fastcgi::ScriptResolver* scripts = site.scripts.get()) {
         switch (scripts->route(request, exchange.now_ms)) {
         case fastcgi::RouteKind::Static:
@@ -426,7 +418,6 @@ void Router::add_rule_headers(Exchange& exchange, RouteState& route) {
     // A location's own rules (route.location is set only for a site with locations).
     const SiteConfig* own =
         route.location && !route.location->own->headers.empty() ? route.location->own : nullptr;
-    if ((!site.config || site.config->headers.empty()) && !own) return;
     // Matched on the decoded, normalised path: "/%70rivate/x", "//private/x"
     // and "/./private/x" are "/private/x" to the files, and so to the rules.
     if (decode_path(exchange.request->path, path_) != 0) return; // a 400: no site rules

@@ -181,7 +181,8 @@ private:
     void apply_error_page(Exchange& exchange, RouteState& route, int status);
     bool run_error_script(Exchange& exchange, RouteState& route, std::string_view page, int status);
     // The site's (and its location's) header rules for the request's decoded path, added to the
-    // complete response or kept for the streamed one's head.
+    // complete response or kept for the streamed one's head (for a site that
+    // uses header rules: SiteHandlers::uses).
     void add_rule_headers(Exchange& exchange, RouteState& route);
     // Serves the file a handler named (route.redirect_target: server/x_accel.h).
     void serve_x_accel(Exchange& exchange, RouteState& route);

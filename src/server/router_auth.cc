@@ -33,7 +33,7 @@ void Router::resume(Exchange& exchange, bool granted, std::string_view user, con
 
 // As nginx's access phase: after the redirects, before any handler.
 Router::StepOutcome Router::step_access(Exchange& exchange, RouteState& route) {
-    // run_steps calls this step only when the site or the location has rules.
+    // run_steps calls this step only when the site or one of its locations has rules.
     if (exchange.request->path == "*") return StepOutcome::Continue;
     if (decode_path(exchange.request->path, path_) != 0) {
         build_error_response(400, reply_context(exchange), exchange.response);
@@ -48,7 +48,7 @@ bool Router::authorize(Exchange& exchange, RouteState& route, std::string_view d
     // The rules of the location that takes the path (a try_files or X-Accel
     // target may be in another than the client's), if it has any, else the site's.
     const SiteConfig* rules = site.config;
-    if (!site.locations.empty())
+    if (site.uses.locations)
         if (const LocationHandlers* location = find_location(site, decoded_path);
             location && !location->own->auth.empty())
             rules = location->own;

@@ -54,12 +54,13 @@ std::optional<std::string_view> Router::rule_path(const Request& request) {
 Router::StepOutcome Router::step_conn_limit(Exchange& exchange, RouteState& route) {
     if (route.conn_slot.held()) return StepOutcome::Continue;
     // A location's own conn_limit replaces the site's (run_steps calls this
-    // step only when one of them, or --conn-limit, is set).
+    // step when the site, one of its locations or --conn-limit sets one).
     const SiteConfig* config = route.location && route.location->own->conn_limit
                                    ? route.location->own
                                    : route.site->config;
     bool own = config && config->conn_limit;
     unsigned limit = own ? config->conn_limit : worker_.options().conn_limit;
+    if (limit == 0) return StepOutcome::Continue; // a location's limit, not this path's
     ClientTable& table = *worker_.shared().clients;
     ClientTable::Key key =
         ClientTable::key_of(exchange.client, own ? config->conn_zone : kGlobalConnZone);

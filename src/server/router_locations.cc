@@ -82,7 +82,7 @@ Router::StepOutcome Router::step_location(Exchange& exchange, RouteState& route)
 StaticHandler::Probe Router::probe(RouteState& route, std::string_view decoded_path,
                                    uint64_t now_ms) {
     const SiteHandlers& site = *route.site;
-    if (!site.locations.empty())
+    if (site.uses.locations)
         if (const LocationHandlers* location = find_location(site, decoded_path);
             location && location->files) {
             std::string_view below = below_location(*location->config, decoded_path);

@@ -142,6 +142,25 @@ bool make_locations(const SiteConfig& site, const StaticOptions& site_options,
     return true;
 }
 
+// Which rule steps a site's requests go through (SiteHandlers::uses).
+SiteHandlers::Uses site_uses(const SiteConfig& site, bool try_files) {
+    SiteHandlers::Uses uses;
+    auto add = [&uses](const SiteConfig& config) {
+        uses.conn_limit |= config.conn_limit != 0;
+        uses.limits |= !config.limits.empty();
+        uses.access |= !config.access.empty();
+        uses.auth |= !config.auth.empty();
+        uses.headers |= !config.headers.empty();
+        uses.try_files |= config.try_files.has_value();
+    };
+    add(site);
+    for (const SiteLocation& location : site.locations)
+        add(*location.own);
+    uses.try_files |= try_files; // the site's own, or --try-files / --spa
+    uses.locations = !site.locations.empty();
+    return uses;
+}
+
 std::unique_ptr<ServingSet> make_serving_set(const ServerOptions& options,
                                              const std::shared_ptr<const SiteTable>& sites,
                                              SiteLogs& logs, unsigned index, unsigned threads,
@@ -159,6 +178,7 @@ std::unique_ptr<ServingSet> make_serving_set(const ServerOptions& options,
     set->access_log_format = options.access_log_format;
     set->root.log_format = options.access_log_format.get();
     set->root.try_files = options.try_files;
+    set->root.uses.try_files = options.try_files.has_value();
     set->root.compress = options.compress;
     if (!options.domains.empty()) { // an ACME root is an HTTPS site, as an ACME [[site]]
         set->root.https_redirect = acme_redirect_port(options);
@@ -185,6 +205,7 @@ std::unique_ptr<ServingSet> make_serving_set(const ServerOptions& options,
         handlers.log_format =
             site.access_log_format ? site.access_log_format.get() : options.access_log_format.get();
         handlers.try_files = site.try_files ? site.try_files : options.try_files;
+        handlers.uses = site_uses(site, handlers.try_files.has_value());
         handlers.compress = site.compress.value_or(options.compress);
         if (site.request_buffering.value_or(options.request_buffering))
             handlers.body_buffer = body_buffer_options(options);

@@ -77,6 +77,13 @@ struct SiteHandlers {
     std::unique_ptr<StaticHandler> x_accel_files;
     using ProxyRoute = lepus::ProxyRoute;
     std::optional<ProxyRoute> proxy;
+    // The router's rule steps this site needs, for its own rules or a
+    // location's (set with the handlers): a site without such rules pays one
+    // test per step, whether it has locations or not.
+    struct Uses {
+        bool conn_limit = false, limits = false, access = false, auth = false;
+        bool headers = false, try_files = false, locations = false;
+    } uses;
 
     // The site's first name, for the error log ("server: ..."); empty for the default root.
     std::string_view name() const {
