@@ -97,6 +97,8 @@ class MatrixLocations(unittest.TestCase):
                 try_files = ["$uri", "/fallback.html"]
                 limits = [{{ paths = ["/heavy/"], rate = "1r/m", nodelay = true }}]
                 access = [{{ paths = ["/internal/"], deny = ["0.0.0.0/0", "::/0"] }}]
+                redirects = [{{ from = "/latest", to = "/app/real.txt", rewrite = true }},
+                             {{ from = "/go-admin", to = "/admin/index.html", rewrite = true }}]
                 locations = [
                   {{ path = "/api/", proxy = {{ address = "{backend}" }}, conn_limit = 1, headers = [{{ name = "X-Api", value = "1" }}] }},
                   {{ path = "/api/static/", root = "{d}/apistatic" }},
@@ -241,6 +243,12 @@ class MatrixLocations(unittest.TestCase):
         self.assert_body("open.test", "/app/some/route", 200, b"app shell\n")
         # Elsewhere the site's own try_files.
         self.assert_body("open.test", "/nothing/here", 200, b"site fallback\n")
+
+    def test_a_rewrite_into_a_location_is_the_locations(self):
+        # Served from the location's root, and asking the location's password.
+        self.assert_body("open.test", "/latest", 200, b"real\n")
+        self.assertEqual(self.fetch("open.test", "/go-admin").status, 401)
+        self.assert_body("open.test", "/go-admin", 200, b"admin\n", basic("bob", "secret"))
 
     def test_a_location_without_a_root_replaces_the_sites_try_files(self):
         self.assert_body("open.test", "/spa/deep/link", 200, b"spa shell\n")
