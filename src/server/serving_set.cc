@@ -112,9 +112,10 @@ bool make_locations(const SiteConfig& site, const StaticOptions& site_options,
     for (const SiteLocation& config : site.locations) {
         SiteHandlers::Location location;
         location.config = &config;
-        location.own = config.own.get();
-        if (config.handler == "proxy")
-            location.proxy = make_proxy_route(set, server, &*config.own->proxy, index, threads);
+        static const SiteConfig no_keys; // a location made by hand, not read: none of its own
+        location.own = config.own ? config.own.get() : &no_keys;
+        if (config.handler == "proxy" && location.own->proxy)
+            location.proxy = make_proxy_route(set, server, &*location.own->proxy, index, threads);
         if (!config.root.empty()) {
             StaticOptions options = site_options;
             options.root = config.root;
@@ -155,7 +156,7 @@ SiteHandlers::Uses site_uses(const SiteConfig& site, bool try_files) {
     };
     add(site);
     for (const SiteLocation& location : site.locations)
-        add(*location.own);
+        if (location.own) add(*location.own);
     uses.try_files |= try_files; // the site's own, or --try-files / --spa
     uses.locations = !site.locations.empty();
     return uses;
