@@ -1,13 +1,14 @@
 #!/usr/bin/env python3
 """An HTTP/3 test client (issue 39) for the e2e tests: one request on a new
 QUIC connection, through Python's aioquic (scripts/install-h3-clients installs
-the pinned version), returning the status, the headers and the body.
+the pinned version), returning the status, the headers and the body;
+ngtcp2_fetch() does the same through Debian's ngtcp2 client (gtlsclient).
 
     h3_fetch("https://127.0.0.1:8443/x", "GET", ["Accept-Encoding: gzip"], None)
 
 Certificates are not verified (the tests' certificates are self-signed). A
 "Host: x" header becomes the :authority pseudo-header (RFC 9114 §4.3.1), as
-curl does over HTTP/2. Also a command line, for a client that must run in
+curl does over HTTP/2; the TLS server name stays the URL's host, as curl's. Also a command line, for a client that must run in
 another network namespace (test/e2e/lossy_net.py):
 
     python3 h3client.py [-X METHOD] [-H 'Name: value']... [-o FILE] URL
@@ -17,7 +18,12 @@ prints the status line, the headers, and the body's length and SHA-256.
 import argparse
 import asyncio
 import hashlib
+import os
+import re
+import shutil
+import subprocess
 import sys
+import tempfile
 import urllib.parse
 
 try:
@@ -70,12 +76,25 @@ if AIOQUIC:
                 else:
                     self.done.set_result(None)
 
+    class _H3Connection(H3Connection):
+        """aioquic's HTTP/3 layer, less its content-length check on the answers
+        to HEAD: RFC 9110 §9.3.2 lets them carry the length a GET would have
+        had, with no content (aioquic 1.x closes the connection on them)."""
+
+        def __init__(self, quic):
+            super().__init__(quic)
+            self.head_streams = set()
+
+        def _check_content_length(self, stream):
+            if stream.stream_id not in self.head_streams:
+                super()._check_content_length(stream)
+
     class _Protocol(QuicConnectionProtocol):
         """aioquic's QUIC connection with an HTTP/3 layer on top."""
 
         def __init__(self, *args, **kwargs):
             super().__init__(*args, **kwargs)
-            self.http = H3Connection(self._quic)
+            self.http = _H3Connection(self._quic)
             self.exchanges = {}
 
         def quic_event_received(self, event):
@@ -102,6 +121,8 @@ if AIOQUIC:
         async def request(self, method, authority, path, headers, body):
             stream_id = self._quic.get_next_available_stream_id()
             exchange = self.exchanges[stream_id] = _Exchange(self._loop)
+            if method == "HEAD":
+                self.http.head_streams.add(stream_id)
             # RFC 9114 §4.3.1: the pseudo-headers first, then the fields in lower case.
             fields = [(b":method", method.encode()), (b":scheme", b"https"),
                       (b":authority", authority.encode()), (b":path", path.encode())]
@@ -150,9 +171,9 @@ async def _fetch(url, method, headers, body, timeout):
     path = parts.path or "/"
     if parts.query:
         path += "?" + parts.query
+    # SNI from the URL, as curl does; a Host header changes only :authority.
     configuration = QuicConfiguration(is_client=True, alpn_protocols=H3_ALPN,
-                                      verify_mode=ssl.CERT_NONE,
-                                      server_name=authority.split(":")[0] if authority else None)
+                                      verify_mode=ssl.CERT_NONE, server_name=parts.hostname)
     # Room for a 10 MiB answer without waiting on the client's flow control.
     configuration.max_data = configuration.max_stream_data = 16 << 20
     async with connect(parts.hostname, parts.port or 443, configuration=configuration,
@@ -160,6 +181,11 @@ async def _fetch(url, method, headers, body, timeout):
         exchange = await asyncio.wait_for(
             client.request(method, authority or parts.netloc, path, pairs, body), timeout)
         return _response(exchange, method)
+
+
+def _quiet_unread_connection_errors(loop, context):
+    if not isinstance(context.get("exception"), ConnectionError):
+        loop.default_exception_handler(context)
 
 
 def h3_fetch(url, method="GET", headers=(), body=None, timeout=20):
@@ -173,11 +199,46 @@ def h3_fetch(url, method="GET", headers=(), body=None, timeout=20):
         body = body.encode()
 
     async def bounded():
+        # aioquic's connect() leaves its handshake future unread when the
+        # connection fails; the error is raised here, so drop asyncio's note.
+        asyncio.get_running_loop().set_exception_handler(_quiet_unread_connection_errors)
         return await asyncio.wait_for(_fetch(url, method, headers, body, timeout), timeout + 5)
     try:
         return asyncio.run(bounded())
     except asyncio.TimeoutError as error:
         raise TimeoutError("h3_fetch %s %s: no answer in %s s" % (method, url, timeout)) from error
+
+
+GTLSCLIENT = shutil.which("gtlsclient")  # Debian's ngtcp2-client, on GnuTLS
+
+
+def ngtcp2_fetch(url, method="GET", timeout=60):
+    """One request with Debian's ngtcp2 client (a second, independent HTTP/3
+    stack; it takes no request headers). Returns an H3Response; raises
+    H3Error when it failed and RuntimeError when gtlsclient is missing."""
+    if not GTLSCLIENT:
+        raise RuntimeError("gtlsclient is missing (apt-get install ngtcp2-client)")
+    parts = urllib.parse.urlsplit(url)
+    with tempfile.TemporaryDirectory(prefix="lepus-ngtcp2-") as scratch:
+        done = subprocess.run([GTLSCLIENT, "--exit-on-all-streams-close", "--no-quic-dump",
+                               "--download", scratch, "--timeout", "%ds" % timeout,
+                               "-m", method, parts.hostname, str(parts.port or 443), url],
+                              capture_output=True, text=True, errors="replace",
+                              timeout=timeout + 10)
+        # --http-dump (on by default) prints "http: stream 0x0 [name: value]".
+        fields = re.findall(r"^http: stream 0x0 \[(:?[^:\]]+): ?(.*)\]$",
+                            done.stdout + done.stderr, re.M)
+        statuses = [value for name, value in fields if name == ":status"]
+        if not statuses:
+            raise H3Error("gtlsclient got no answer (exit %d): %s" % (
+                done.returncode, (done.stdout + done.stderr)[-500:]))
+        headers = [(name, value) for name, value in fields if not name.startswith(":")]
+        downloaded = os.path.join(scratch, os.path.basename(parts.path) or "index.html")
+        body = b""
+        if os.path.exists(downloaded):
+            with open(downloaded, "rb") as f:
+                body = f.read()
+        return H3Response(int(statuses[-1]), headers, [], body)
 
 
 def main(argv):

@@ -329,14 +329,7 @@ class Lepus:
         if curl_options:
             raise unittest.SkipTest("LEPUS_PROTOCOL=h3: curl options %s have no HTTP/3 "
                                     "equivalent in h3client.py" % " ".join(curl_options))
-        answer = h3client.h3_fetch(self.url(path), method, list(headers), body, timeout)
-        lines = ["%s: %s" % (name, value) for name, value in answer.headers]
-        head = "\r\n".join(["HTTP/3 %d" % answer.status] + lines)
-        response = Response(answer.status, "", {name: value for name, value in answer.headers},
-                            answer.body, head.encode("latin-1"))
-        response.protocol = "3"
-        response.header_lines = lines
-        return response
+        return fetch_h3(self.url(path), headers, method, body, timeout)
 
     # --- process -----------------------------------------------------------
     def stderr(self):
@@ -390,6 +383,21 @@ class Lepus:
                 test.assertIn(", %s, max" % IO, text, "lepus did not run on --io " + IO)
         remove_temp_dir(self.tmp)
         return code
+
+
+def fetch_h3(url, headers=(), method="GET", body=None, timeout=20):
+    """One HTTP/3 request through h3client.py (aioquic) as a Response with
+    .protocol "3", like Lepus.fetch()'s (also for the peers the h3 fixtures
+    are checked against: test/e2e/h3_fixtures_test.py)."""
+    import h3client
+    answer = h3client.h3_fetch(url, method, list(headers), body, timeout)
+    lines = ["%s: %s" % (name, value) for name, value in answer.headers]
+    head = "\r\n".join(["HTTP/3 %d" % answer.status] + lines)
+    response = Response(answer.status, "", {name: value for name, value in answer.headers},
+                        answer.body, head.encode("latin-1"))
+    response.protocol = "3"
+    response.header_lines = lines
+    return response
 
 
 def _quic_port(args):
