@@ -8,8 +8,9 @@ ngtcp2_fetch() does the same through Debian's ngtcp2 client (gtlsclient).
 
 Certificates are not verified (the tests' certificates are self-signed). A
 "Host: x" header becomes the :authority pseudo-header (RFC 9114 §4.3.1), as
-curl does over HTTP/2; the TLS server name stays the URL's host, as curl's. Also a command line, for a client that must run in
-another network namespace (test/e2e/lossy_net.py):
+curl does over HTTP/2; the TLS server name stays the URL's host, as curl's.
+Also a command line, for a client that must run in another network namespace
+(test/e2e/lossy_net.py):
 
     python3 h3client.py [-X METHOD] [-H 'Name: value']... [-o FILE] URL
 

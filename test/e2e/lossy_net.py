@@ -11,8 +11,9 @@ The loss is `tc qdisc add dev lo root netem loss P%` where the kernel has
 sch_netem; where it has not (a kernel built without it and without modules,
 as this project's sandboxes are), an nftables rule on the input hook,
 `numgen random mod 10000 < P*100 drop`, which on loopback sees each packet
-once, as netem on lo does, and like netem leaves the sender's sendmsg() alone. `.method` says which one was used; `dropped()`
-counts the packets dropped so far, so a test can check the loss was real.
+once, as netem on lo does, and like netem leaves the sender's sendmsg() alone.
+`.method` says which one was used; `dropped()` counts the packets dropped so
+far, so a test can check the loss was real.
 """
 import ctypes
 import itertools
