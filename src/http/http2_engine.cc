@@ -13,13 +13,15 @@
 
 namespace lepus {
 
-// Scratch space reused for every response's header block.
+// The nghttp2_nv array reused for every response's header block (nghttp2
+// copies the array, not the names and values: those stay in the stream's
+// head_text and its response head, see detail::head_to_fields).
 struct Http2Engine::HeadFields {
-    std::string text;
     std::vector<nghttp2_nv> fields;
 
-    const std::vector<nghttp2_nv>& build(const ResponseHead& head, time_t now) {
-        detail::head_to_fields(head, now, text, fields);
+    const std::vector<nghttp2_nv>& build(Http2Stream& stream, const ResponseHead& head,
+                                         time_t now) {
+        detail::head_to_fields(head, now, stream.head_text, fields);
         return fields;
     }
 };
@@ -388,7 +390,8 @@ void Http2Engine::submit_response(Http2Stream& stream) {
     Exchange& exchange = stream.exchange;
     const Response& response = exchange.response;
     stream.status = response.head.status;
-    const std::vector<nghttp2_nv>& nva = head_fields_->build(response.head, context_.clock.now_s);
+    const std::vector<nghttp2_nv>& nva =
+        head_fields_->build(stream, response.head, context_.clock.now_s);
     stream.submitted = true;
     stream.accounted = true;
     context_.handler.account(exchange, response.head.status, response.body_bytes());
@@ -431,7 +434,8 @@ void Http2Engine::submit_stream_head(Http2Stream& stream) {
         [&](std::string_view name, std::string_view value) { out_head.add(name, value); });
     if (length && status != 204 && status != 304) out_head.content_length = *length;
     stream.status = status;
-    const std::vector<nghttp2_nv>& nva = head_fields_->build(out_head, context_.clock.now_s);
+    const std::vector<nghttp2_nv>& nva =
+        head_fields_->build(stream, out_head, context_.clock.now_s);
     stream.submitted = true;
     if (no_body) {
         // The backend's body (if any) drains into its pool when the stream is let go.

@@ -3,6 +3,7 @@
 #include "base/ascii.h"
 #include "base/time_cache.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cstring>
 
@@ -31,10 +32,13 @@ bool is_connection_field(std::string_view name) {
     }
 }
 
+// NO_COPY: nghttp2_submit_response keeps the pointers instead of copying
+// (and lowercasing again) every name and value, 1,100 instructions a
+// response of 9 fields under callgrind; see head_to_fields for the lifetime.
 nghttp2_nv field(const char* name, size_t name_size, const char* value, size_t value_size) {
     return nghttp2_nv{reinterpret_cast<uint8_t*>(const_cast<char*>(name)),
                       reinterpret_cast<uint8_t*>(const_cast<char*>(value)), name_size, value_size,
-                      NGHTTP2_NV_FLAG_NONE};
+                      NGHTTP2_NV_FLAG_NO_COPY_NAME | NGHTTP2_NV_FLAG_NO_COPY_VALUE};
 }
 
 constexpr size_t kDigitsMax = 24; // a uint64_t in decimal, with room to spare
@@ -49,15 +53,18 @@ void head_to_fields(const ResponseHead& head, time_t now, std::string& text,
     size_t names = 0;
     head.for_each([&](std::string_view name, std::string_view) { names += name.size(); });
     // Sized before any field points into it: the buffer does not move after.
-    text.resize(names + 2 * kDigitsMax);
+    text.resize(names + kImfFixdateLength + 2 * kDigitsMax);
     char* at = text.data();
     fields.clear();
 
     char* status = at;
     at = std::to_chars(at, at + kDigitsMax, head.status).ptr;
     fields.push_back(field(":status", 7, status, size_t(at - status)));
+    // Copied: the per-second cache changes under a HEADERS that waits in nghttp2.
     std::string_view date = cached_http_date(now);
-    fields.push_back(field("date", 4, date.data(), date.size()));
+    char* date_at = at;
+    at = std::copy(date.begin(), date.end(), at);
+    fields.push_back(field("date", 4, date_at, date.size()));
     fields.push_back(field("server", 6, "lepus", 5));
 
     head.for_each([&](std::string_view name, std::string_view value) {

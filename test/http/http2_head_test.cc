@@ -88,6 +88,23 @@ TEST(Http2Head, ABlockOfCachedFieldsComesFirst) {
     EXPECT_EQ(lines, "Content-Type: text/css\r\nETag: \"1\"\r\n"); // the block is not lowercased
 }
 
+// nghttp2 keeps the pointers (NO_COPY) until it packs the frame, maybe after
+// the per-second date cache changed: the date is the block's own copy.
+TEST(Http2Head, FieldsAreNotCopiedByNghttp2AndTheDateIsTheBlocksOwn) {
+    ResponseHead head;
+    head.status = 200;
+    head.add("ETag", "\"1\"");
+    std::string text;
+    std::vector<nghttp2_nv> fields;
+    head_to_fields(head, kNow, text, fields);
+    ASSERT_EQ(fields.size(), 4u);
+    for (const nghttp2_nv& field : fields)
+        EXPECT_EQ(field.flags, NGHTTP2_NV_FLAG_NO_COPY_NAME | NGHTTP2_NV_FLAG_NO_COPY_VALUE);
+    const char* date = reinterpret_cast<const char*>(fields[1].value);
+    EXPECT_GE(date, text.data());
+    EXPECT_LE(date + fields[1].valuelen, text.data() + text.size());
+}
+
 // is_backend_own_field is exchange.h's, shared with the HTTP/1.1 engine.
 TEST(Http2Head, BackendConnectionFieldsAreLepusOwn) {
     for (const char* name : {"connection", "Content-Length", "DATE", "server", "Transfer-Encoding"})
