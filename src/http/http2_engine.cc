@@ -570,6 +570,7 @@ void Http2Engine::close() {
     for (auto& [id, stream] : streams_)
         finish_stream(*stream);
     streams_.clear();
+    last_found_ = nullptr;
     output_.release(); // the files of segments not sent close now
     nghttp2_session_del(session_);
     session_ = nullptr;

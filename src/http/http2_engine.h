@@ -203,8 +203,9 @@ private:
     Http2Gauges* gauges_;
     nghttp2_session* session_ = nullptr;
     std::map<int32_t, std::unique_ptr<Http2Stream>> streams_;
-    std::string input_;  // bytes handed over by the HTTP/1.1 engine, fed first
-    Http2Output output_; // frames produced, not yet written
+    Http2Stream* last_found_ = nullptr; // of streams_, by Http2Callbacks::find
+    std::string input_;                 // bytes handed over by the HTTP/1.1 engine, fed first
+    Http2Output output_;                // frames produced, not yet written
     // Scratch space for a response's header block (detail::head_to_fields, http2_head.cc).
     struct HeadFields;
     std::unique_ptr<HeadFields> head_fields_;
