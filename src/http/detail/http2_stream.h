@@ -2,6 +2,7 @@
 // http2_stream.cc, http2_deadline.cc): one stream's state. Not for other users.
 #pragma once
 
+#include "http/detail/http2_head.h"
 #include "http/exchange.h"
 #include "http/min_rate.h"
 #include "http/request.h"
@@ -67,7 +68,7 @@ struct Http2Stream {
     bool submitted = false; // HEADERS submitted
     // The response header block's lowercased names, date and digits, which
     // nghttp2 reads when it packs the HEADERS (detail::head_to_fields).
-    std::string head_text;
+    detail::HeadText head_text;
     bool relaying = false; // DATA comes from exchange.stream
     bool deferred = false; // the DATA source waits for the backend
     bool accounted = false;
