@@ -61,6 +61,9 @@ int Http2Callbacks::on_begin_headers(nghttp2_session* session, const nghttp2_fra
                                      void* user_data) {
     Http2Engine& self = engine(user_data);
     if (frame->hd.type != NGHTTP2_HEADERS || frame->headers.cat != NGHTTP2_HCAT_REQUEST) return 0;
+    // A GOAWAY that ends the connection is queued: nothing new starts (nghttp2
+    // ignores the input after it anyway, see Http2Engine::feed).
+    if (self.stop_reading_) return 0;
     if (self.refuses_new_stream()) {
         // Streams that cannot send hold too much already: no Http2Stream, so
         // the block's fields are decoded (HPACK stays in step) and dropped.

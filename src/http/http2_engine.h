@@ -139,7 +139,7 @@ private:
     Next start_lingering();
     // Reads and drops what the client sends while lingering.
     Next linger();
-    // nghttp2_session_mem_recv, a frame at a time (see the .cc); false: over.
+    // nghttp2_session_mem_recv over runs of frames (see the .cc); false: over.
     bool feed(const char* data, size_t size);
     // Writing: nghttp2's frames out; false on a transport error or a file
     // that ended under its frames (then for good: on_shutdown and on_deadline
