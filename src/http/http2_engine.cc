@@ -13,24 +13,26 @@
 
 namespace lepus {
 
-// The nghttp2_nv array reused for every response's header block (nghttp2
-// copies the array, not the names and values: those stay in the stream's
-// head_text and its response head, see detail::head_to_fields).
-struct Http2Engine::HeadFields {
-    std::vector<nghttp2_nv> fields;
+namespace {
 
-    const std::vector<nghttp2_nv>& build(Http2Stream& stream, const ResponseHead& head,
-                                         time_t now) {
-        detail::head_to_fields(head, now, stream.head_text, fields);
-        return fields;
-    }
-};
+// A response's header block as nghttp2_nv, in an array shared by the
+// reactor's connections (each reactor is one thread, and nghttp2 copies the
+// array at submit): an idle connection keeps none of it. The names and
+// values stay in the stream's head_text and its response head (see
+// detail::head_to_fields).
+const std::vector<nghttp2_nv>& head_fields(Http2Stream& stream, const ResponseHead& head,
+                                           time_t now) {
+    thread_local std::vector<nghttp2_nv> fields;
+    detail::head_to_fields(head, now, stream.head_text, fields);
+    return fields;
+}
+
+} // namespace
 
 Http2Engine::Http2Engine(const Http1Context& context, Transport& transport, ConnectionInfo& info,
                          ExchangeListener& listener, std::string_view received, Http2Gauges* gauges)
     : context_(context), transport_(transport), info_(info), listener_(listener), gauges_(gauges),
-      input_(received), head_fields_(std::make_unique<HeadFields>()),
-      last_activity_ms_(context.clock.now_ms) {
+      input_(received), last_activity_ms_(context.clock.now_ms) {
     nghttp2_session_callbacks* callbacks = nullptr;
     nghttp2_session_callbacks_new(&callbacks);
     Http2Callbacks::install(callbacks);
@@ -415,8 +417,7 @@ void Http2Engine::submit_response(Http2Stream& stream) {
     Exchange& exchange = stream.exchange;
     const Response& response = exchange.response;
     stream.status = response.head.status;
-    const std::vector<nghttp2_nv>& nva =
-        head_fields_->build(stream, response.head, context_.clock.now_s);
+    const std::vector<nghttp2_nv>& nva = head_fields(stream, response.head, context_.clock.now_s);
     stream.submitted = true;
     stream.accounted = true;
     context_.handler.account(exchange, response.head.status, response.body_bytes());
@@ -459,8 +460,7 @@ void Http2Engine::submit_stream_head(Http2Stream& stream) {
         [&](std::string_view name, std::string_view value) { out_head.add(name, value); });
     if (length && status != 204 && status != 304) out_head.content_length = *length;
     stream.status = status;
-    const std::vector<nghttp2_nv>& nva =
-        head_fields_->build(stream, out_head, context_.clock.now_s);
+    const std::vector<nghttp2_nv>& nva = head_fields(stream, out_head, context_.clock.now_s);
     stream.submitted = true;
     if (no_body) {
         // The backend's body (if any) drains into its pool when the stream is let go.

@@ -206,9 +206,6 @@ private:
     Http2Stream* last_found_ = nullptr; // of streams_, by Http2Callbacks::find
     std::string input_;                 // bytes handed over by the HTTP/1.1 engine, fed first
     Http2Output output_;                // frames produced, not yet written
-    // Scratch space for a response's header block (detail::head_to_fields, http2_head.cc).
-    struct HeadFields;
-    std::unique_ptr<HeadFields> head_fields_;
     uint64_t deadline_ = 0;
     uint64_t last_activity_ms_ = 0;
     // Output that waits must move kMinSendBytesPerSecond on average over each
