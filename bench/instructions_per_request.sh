@@ -12,8 +12,10 @@
 #   h2c      `h2load -n N -c 10 -m 10` for the same `/`, HTTP/2 with prior
 #            knowledge: ten connections of ten streams each.
 #   h2       the same over TLS (ALPN h2, an ECDSA P-256 certificate this script
-#            makes; TLS 1.3). lepus's kTLS default encrypts in the kernel,
-#            which callgrind does not count; nginx encrypts in user space.
+#            makes; TLS 1.3). Where Linux has its tls module, lepus's kTLS
+#            default encrypts in the kernel, which callgrind does not count;
+#            without it (as on the project's machine) lepus encrypts in user
+#            space, as nginx always does here.
 #   fastcgi  `ab -k -n N -c 4` for /hello.php (`<?php echo "hello";`) through a
 #            php-fpm this script starts (static pool of 4, unix socket, its own
 #            config in the temp dir). php-fpm runs outside valgrind: only the
