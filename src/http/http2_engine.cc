@@ -2,6 +2,7 @@
 
 #include "http/detail/http2_callbacks.h"
 #include "http/detail/http2_head.h"
+#include "http/detail/http2_memory.h"
 #include "http/detail/http2_stream.h"
 #include "log/error_log.h"
 
@@ -32,7 +33,8 @@ const std::vector<nghttp2_nv>& head_fields(Http2Stream& stream, const ResponseHe
 Http2Engine::Http2Engine(const Http1Context& context, Transport& transport, ConnectionInfo& info,
                          ExchangeListener& listener, std::string_view received, Http2Gauges* gauges)
     : context_(context), transport_(transport), info_(info), listener_(listener), gauges_(gauges),
-      input_(received), last_activity_ms_(context.clock.now_ms) {
+      memory_(std::make_unique<detail::Http2Memory>()), input_(received),
+      last_activity_ms_(context.clock.now_ms) {
     nghttp2_session_callbacks* callbacks = nullptr;
     nghttp2_session_callbacks_new(&callbacks);
     Http2Callbacks::install(callbacks);
@@ -47,7 +49,7 @@ Http2Engine::Http2Engine(const Http1Context& context, Transport& transport, Conn
     // PING and SETTINGS floods: ACKs queued for a peer that does not read.
     nghttp2_option_set_max_outbound_ack(option, 1000);
     nghttp2_option_set_max_settings(option, 32);
-    nghttp2_session_server_new2(&session_, callbacks, this, option);
+    nghttp2_session_server_new3(&session_, callbacks, this, option, memory_->mem());
     nghttp2_option_del(option);
     nghttp2_session_callbacks_del(callbacks);
     const nghttp2_settings_entry settings[] = {
@@ -232,6 +234,7 @@ bool Http2Engine::write_output() {
                 ssize_t n = nghttp2_session_mem_send(session_, &data);
                 if (n < 0) return false;
                 if (n == 0) break;
+                trimmed_ = false; // the frame buffer's pages are back
                 output_.append({reinterpret_cast<const char*>(data), size_t(n)});
             }
             if (output_.empty()) {

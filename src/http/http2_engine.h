@@ -32,6 +32,8 @@
 // first request under the header deadline, an idle connection under the keepalive timeout, stalled
 // output under a minimum send rate (each send timeout interval it waits must see 256 bytes a second
 // leave, or it closes). A stopping server sends GOAWAY and lets the streams in flight finish.
+// Memory: an idle connection keeps no output buffer, and after a second idle gives its nghttp2
+// frame buffer's pages back (detail/http2_memory.h).
 #pragma once
 
 #include "http/http1_engine.h"
@@ -50,6 +52,9 @@ struct nghttp2_session;
 namespace lepus {
 
 struct Http2Stream;
+namespace detail {
+class Http2Memory;
+}
 
 // Connections and streams on HTTP/2, for the status page.
 struct Http2Gauges {
@@ -201,6 +206,9 @@ private:
     ConnectionInfo& info_;
     ExchangeListener& listener_;
     Http2Gauges* gauges_;
+    // nghttp2's allocator, whose frame buffer an idle connection gives back
+    // (detail/http2_memory.h); it outlives session_, which close() deletes.
+    std::unique_ptr<detail::Http2Memory> memory_;
     nghttp2_session* session_ = nullptr;
     std::map<int32_t, std::unique_ptr<Http2Stream>> streams_;
     Http2Stream* last_found_ = nullptr; // of streams_, by Http2Callbacks::find
@@ -232,6 +240,11 @@ private:
     std::array<char, 5> priority_{};
     size_t priority_have_ = 0;
     int32_t priority_stream_ = 0; // 0: not in a PRIORITY frame
+    // An idle connection gives its nghttp2 frame buffer's pages back after
+    // this long without input or output (see on_deadline); trimmed_: done
+    // since the last activity.
+    static constexpr uint64_t kTrimAfterIdleMs = 1000;
+    bool trimmed_ = false;
     bool readable_ = true;
     bool write_blocked_ = false;
     bool stalled_ = false; // output waited at the last plan_deadline()

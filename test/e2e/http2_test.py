@@ -573,6 +573,22 @@ class Http2(unittest.TestCase):
         self.assertIsNone(goaway_code(frames), frames)
         self.assertEqual({f[2] for f in frames if f[0] == HEADERS} & {1, 5}, {1, 5})
 
+    def test_a_connection_idle_past_its_frame_buffer_trim_answers_again(self):
+        # After a second without activity the connection gives its nghttp2
+        # frame buffer's pages back (Http2Engine::on_deadline); the next
+        # frames are packed into fresh pages, the HPACK state is untouched.
+        with self.raw_h2c() as sock:
+            sock.sendall(frame(HEADERS, END_HEADERS | END_STREAM, 1, request_block()))
+            first = read_streams(sock, [1])[1]
+            time.sleep(2.5)  # the trim is due 1 s after the last activity
+            sock.sendall(frame(HEADERS, END_HEADERS | END_STREAM, 3, request_block()) +
+                         frame(HEADERS, END_HEADERS | END_STREAM, 5, request_block()))
+            again = read_streams(sock, [3, 5])
+        self.assertEqual(first[1], b"<p>hello over h2</p>\n")
+        for head, body in again.values():
+            self.assertTrue(head)
+            self.assertEqual(body, first[1])
+
     def test_continuation_flood_is_cut_off(self):
         with self.raw_h2c() as sock:
             block = request_block()
