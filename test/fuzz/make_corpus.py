@@ -212,7 +212,66 @@ def basic_auth():
         write("basic_auth", text, splits=[(0, 0)], options=1)
 
 
+def hpack_integer(first, prefix_bits, value):
+    limit = (1 << prefix_bits) - 1
+    if value < limit:
+        return bytes([first | value])
+    out = [first | limit]
+    value -= limit
+    while value >= 128:
+        out.append(0x80 | (value & 0x7f))
+        value >>= 7
+    return bytes(out + [value])
+
+
+def hpack_literal(name, value, first=0x40, prefix_bits=6, name_index=0):
+    """A field without Huffman (RFC 7541 §6.2): by name index, or with the name."""
+    out = hpack_integer(first, prefix_bits, name_index)
+    if name_index == 0:
+        out += hpack_integer(0, 7, len(name)) + name
+    return out + hpack_integer(0, 7, len(value)) + value
+
+
+def hpack_blocks(*blocks):
+    return b"".join(bytes([len(b)]) + b for b in blocks)
+
+
+def hpack():
+    # Options (see hpack_fuzz.cc): low three bits our table size (0: 4096,
+    # 3: 256), then the encoder's table size and its Huffman choice.
+    h = bytes.fromhex
+    c3 = hpack_blocks(h("828684410f7777772e6578616d706c652e636f6d"),
+                      h("828684be58086e6f2d6361636865"),
+                      h("828785bf400a637573746f6d2d6b65790c637573746f6d2d76616c7565"))
+    c4 = hpack_blocks(h("828684418cf1e3c2e5f23a6ba0ab90f4ff"), h("828684be5886a8eb10649cbf"),
+                      h("828785bf408825a849e95ba97d7f8925a849e95bb8e8b4bf"))
+    c6 = hpack_blocks(h("3fe101488264025885aec3771a4b6196d07abe941054d444a8200595040b8166e082a6"
+                        "2d1bff6e919d29ad171863c78f0b97c8e9ae82ae43d3"),
+                      h("4883640effc1c0bf"),
+                      h("88c16196d07abe941054d444a8200595040b8166e084a62d1bffc05a839bd9ab77ad94e7"
+                        "821dd7f2e6c7b335dfdfcd5b3960d5af27087f3672c1ab270fb5291f9587316065c003ed"
+                        "4ee5b1063d5007"))
+    # A browser's request: static names with incremental indexing, then the
+    # same request again as indices into the dynamic table.
+    browser = (b"\x82\x87" + hpack_literal(b"", b"/index.html", name_index=4) +
+               hpack_literal(b"", b"localhost:8443", name_index=1) +
+               hpack_literal(b"", b"Mozilla/5.0 (X11; Linux x86_64) Chrome/120.0", name_index=58) +
+               hpack_literal(b"", b"text/html,*/*;q=0.8", name_index=19) +
+               hpack_literal(b"", b"gzip, deflate, br", name_index=16) +
+               hpack_literal(b"sec-fetch-mode", b"navigate") +
+               hpack_literal(b"cookie", b"session=abc123", first=0x10, prefix_bits=4))
+    again = bytes([0x82, 0x87, 0xc3, 0xc2, 0xc1, 0xc0, 0xbf, 0xbe]) + \
+        hpack_literal(b"", b"session=abc123", first=0x10, prefix_bits=4, name_index=32)
+    for options, payload in ((0, c3), (0, c4), (3, c6), (0, hpack_blocks(browser, again)),
+                             (1 | 8, hpack_blocks(browser, again)), (2 | 16 | 32, c6),
+                             (0, hpack_blocks(h("20") + browser, h("3fe11f82"))),
+                             (0, hpack_blocks(h("ff8080808000"))), (0, hpack_blocks(h("4082 1fff 0161".replace(" ", "")))),
+                             (0, hpack_blocks(h("82 20".replace(" ", ""))))):
+        write("hpack", payload, splits=[(0, 0)], options=options)
+
+
 def main():
+    hpack()
     basic_auth()
     requests()
     chunked()

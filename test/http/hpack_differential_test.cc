@@ -128,6 +128,10 @@ TEST(HpackDifferential, AppendixCBlocks) {
                      "d7f2e6c7b335dfdfcd5b3960d5af27087f3672c1ab270fb5291f9587316065c003ed4ee5b106"
                      "3d5007")},
                 256, "C.6", true);
+    // Integers padded with zero continuation bytes: both take them up to 28
+    // bits of shift and refuse them beyond.
+    expect_same({hex("3f8080808000"), hex("82")}, 4096, "padded to shift 28", true);
+    expect_same({hex("3f808080808000")}, 4096, "padded to shift 35");
     // Without the update, a decoder whose setting went down to 256 must refuse.
     expect_same({hex("4882640258")}, 256, "C.6 without the update");
 }
