@@ -95,7 +95,7 @@ public:
         // Our SETTINGS_MAX_HEADER_LIST_SIZE (RFC 9113 §6.5.2), enforced on the
         // decoded list: a small block that references one large table entry
         // many times (the "HPACK bomb") stops here.
-        size_t max_header_list_size = 64 * 1024;
+        size_t max_header_list_size = size_t{64} * 1024;
     };
 
     explicit HpackDecoder(Limits limits) : limits_(limits), table_(limits.max_table_size) {}

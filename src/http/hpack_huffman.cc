@@ -36,7 +36,7 @@ constexpr Tree build_tree() {
     for (int symbol = 0; symbol <= kEos; ++symbol) {
         int node = 0;
         for (int bit = kCodes[symbol].length - 1; bit >= 0; --bit) {
-            int branch = (kCodes[symbol].bits >> bit) & 1;
+            int branch = static_cast<int>((kCodes[symbol].bits >> bit) & 1);
             if (bit == 0) {
                 tree.child[node][branch] = static_cast<int16_t>(-symbol - 1);
             } else {
