@@ -51,10 +51,15 @@ public:
     bool empty() const { return fields_.empty(); }
     HpackField operator[](size_t i) const {
         const Field& field = fields_[i];
-        return HpackField{
-            std::string_view(text_.data() + field.offset, field.name_length),
-            std::string_view(text_.data() + field.offset + field.name_length, field.value_length),
-            field.static_name_index, field.never_indexed};
+        // A name with a static index is that entry's name, never copied.
+        std::string_view name =
+            field.static_name_index != 0
+                ? detail::kHpackStaticTable[field.static_name_index].name
+                : std::string_view(text_.data() + field.value_offset - field.name_length,
+                                   field.name_length);
+        return HpackField{name,
+                          std::string_view(text_.data() + field.value_offset, field.value_length),
+                          field.static_name_index, field.never_indexed};
     }
     // RFC 9113 §6.5.2's size of the list: names and values plus 32 per field.
     size_t list_size() const { return list_size_; }
@@ -67,7 +72,7 @@ public:
 private:
     friend class HpackDecoder;
     struct Field {
-        uint32_t offset;
+        uint32_t value_offset; // a name without a static index is just before its value
         uint32_t name_length;
         uint32_t value_length;
         uint8_t static_name_index;

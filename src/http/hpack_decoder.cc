@@ -93,11 +93,12 @@ HpackStatus HpackDecoder::decode(std::span<const uint8_t> block, HpackHeaderList
             static_name_index = entry.static_name_index;
         }
         if (!with_value) value = {};
+        name_length = name.size();
+        if (static_name_index != 0) name = {}; // HpackHeaderList finds it in the static table
         char* text = out.text_room(name.size() + value.size());
         if (!name.empty()) std::memcpy(text, name.data(), name.size());
         if (!value.empty()) std::memcpy(text + name.size(), value.data(), value.size());
         out.text_used_ += name.size() + value.size();
-        name_length = name.size();
         value_length = value.size();
         return true;
     };
@@ -141,10 +142,11 @@ HpackStatus HpackDecoder::decode(std::span<const uint8_t> block, HpackHeaderList
             }
             if (at == end || !read_string(value_length)) return HpackStatus::CompressionError;
             if (incremental) {
-                const char* text = out.text_.data() + field_offset;
-                table_.insert(std::string_view(text, name_length),
-                              std::string_view(text + name_length, value_length),
-                              static_name_index);
+                const char* value = out.text_.data() + out.text_used_ - value_length;
+                std::string_view name = static_name_index != 0
+                                            ? detail::kHpackStaticTable[static_name_index].name
+                                            : std::string_view(value - name_length, name_length);
+                table_.insert(name, std::string_view(value, value_length), static_name_index);
             }
         }
 
@@ -158,8 +160,9 @@ HpackStatus HpackDecoder::decode(std::span<const uint8_t> block, HpackHeaderList
         }
         out.list_size_ += field_size;
         out.fields_.push_back(HpackHeaderList::Field{
-            static_cast<uint32_t>(field_offset), static_cast<uint32_t>(name_length),
-            static_cast<uint32_t>(value_length), static_name_index, never_indexed});
+            static_cast<uint32_t>(out.text_used_ - value_length),
+            static_cast<uint32_t>(name_length), static_cast<uint32_t>(value_length),
+            static_name_index, never_indexed});
     }
     if (size_update_required_) return HpackStatus::CompressionError; // an empty block is no update
     if (too_large) {
