@@ -176,8 +176,8 @@ TEST(HpackDecoder, ResponsesWithHuffmanC6) {
                    kResponse3, 215);
 }
 
-// Every block of C.3 split nowhere but decoded by a fresh list each time: the
-// list reuses its buffers (no allocation once grown) and keeps nothing stale.
+// One list for two blocks: the second block's fields replace the first's
+// (the buffers are kept, nothing stale shows), and the list's RFC 9113 size is counted.
 TEST(HpackDecoder, ListIsReusedAcrossBlocks) {
     HpackDecoder decoder;
     HpackHeaderList list;
@@ -342,6 +342,71 @@ TEST(HpackDecoder, HeaderListLimitStopsABombAndKeepsTheTableInStep) {
     std::vector<uint8_t> be = hex("be");
     ASSERT_EQ(decoder.decode(be, next), HpackStatus::Ok);
     EXPECT_EQ(fields_of(next), (Fields{{"y", "z"}}));
+}
+
+// --- The encoder's choices ---
+
+std::string hex_of(const std::string& bytes) {
+    static const char kDigits[] = "0123456789abcdef";
+    std::string text;
+    for (unsigned char c : bytes) {
+        text += kDigits[c >> 4];
+        text += kDigits[c & 15];
+    }
+    return text;
+}
+
+TEST(HpackEncoder, StatusByIndexOrAsThreeDigits) {
+    HpackEncoder encoder;
+    std::string block;
+    encoder.encode_status(200, block);
+    encoder.encode_status(404, block);
+    encoder.encode_status(302, block); // literal without indexing, name 8
+    EXPECT_EQ(hex_of(block), "888d"
+                             "0803333032");
+}
+
+TEST(HpackEncoder, RepeatedValuesBecomeOneIndexAndChangingOnesStayRaw) {
+    HpackEncoder encoder;
+    std::string first;
+    encoder.begin_block(first); // nothing pending at the default size
+    encoder.encode("server", "lepus", HpackIndexing::Incremental, first);
+    encoder.encode("content-length", "612", HpackIndexing::WithoutIndexing, first);
+    // server (54) with incremental indexing, "lepus" Huffman-coded (4 bytes);
+    // content-length (28) without indexing, "612" as it is.
+    std::string lepus(detail::huffman_encoded_size("lepus"), '\0');
+    detail::huffman_encode("lepus", reinterpret_cast<uint8_t*>(lepus.data()));
+    ASSERT_LT(lepus.size(), 5u);
+    EXPECT_EQ(hex_of(first), "76" + hex_of(std::string(1, static_cast<char>(0x80 | lepus.size()))) +
+                                 hex_of(lepus) + "0f0d03363132");
+    std::string second;
+    encoder.encode("server", "lepus", HpackIndexing::Incremental, second);
+    EXPECT_EQ(hex_of(second), "be"); // dynamic index 62
+    std::string never;
+    encoder.encode("set-cookie", "a=b", HpackIndexing::NeverIndexed, never);
+    EXPECT_EQ(hex_of(never), "1f28"
+                             "03613d62"); // name 55 in a 4-bit prefix, raw value
+    HpackDecoder decoder;
+    HpackHeaderList list;
+    ASSERT_EQ(decoder.decode(bytes_of(first), list), HpackStatus::Ok);
+    EXPECT_EQ(fields_of(list), (Fields{{"server", "lepus"}, {"content-length", "612"}}));
+}
+
+TEST(HpackEncoder, SmallerTableIsAnnouncedAtTheFirstBlock) {
+    HpackEncoder encoder(100);
+    std::string block;
+    encoder.begin_block(block);
+    encoder.encode_status(200, block);
+    EXPECT_EQ(hex_of(block), "3f45"
+                             "88"); // size update to 100 = 31 + 69
+    // The peer lowers its setting to 0 and raises it again before the next block:
+    // the smallest size goes first, then the size in use.
+    encoder.set_peer_max_table_size(0);
+    encoder.set_peer_max_table_size(4096);
+    std::string next;
+    encoder.begin_block(next);
+    EXPECT_EQ(hex_of(next), "20"
+                            "3f45");
 }
 
 } // namespace
