@@ -59,6 +59,7 @@ struct Step {
     uint8_t next;
     uint8_t flags;
     uint8_t symbol;
+    uint8_t unused; // four bytes: an entry's address is a shift, not a multiplication
 };
 
 struct DecodeTable {
@@ -134,18 +135,25 @@ uint8_t* huffman_encode(std::string_view text, uint8_t* out) {
 }
 
 char* huffman_decode(const uint8_t* in, size_t size, char* out) {
+    // Branch-free per nibble: the symbol is always stored and the output moves
+    // on only when one was completed (the store stays within the bound: it is
+    // at most one past the symbols written); a failure is remembered and
+    // reported at the end, its step leading back to the root.
     uint8_t state = 0;
     uint8_t flags = kAccept; // an empty string is valid
+    uint8_t failed = 0;
     for (const uint8_t* end = in + size; in != end; ++in) {
-        for (unsigned nibble : {static_cast<unsigned>(*in >> 4), static_cast<unsigned>(*in & 15)}) {
-            const Step& step = kDecode.steps[state][nibble];
-            if (step.flags & kFail) return nullptr;
-            if (step.flags & kEmit) *out++ = static_cast<char>(step.symbol);
-            state = step.next;
-            flags = step.flags;
-        }
+        const Step& high = kDecode.steps[state][*in >> 4];
+        *out = static_cast<char>(high.symbol);
+        out += high.flags & kEmit;
+        const Step& low = kDecode.steps[high.next][*in & 15];
+        *out = static_cast<char>(low.symbol);
+        out += low.flags & kEmit;
+        failed |= high.flags | low.flags;
+        state = low.next;
+        flags = low.flags;
     }
-    return (flags & kAccept) ? out : nullptr;
+    return (failed & kFail) == 0 && (flags & kAccept) ? out : nullptr;
 }
 
 } // namespace lepus::detail
