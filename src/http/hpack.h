@@ -173,7 +173,9 @@ public:
 private:
     // The dynamic index (62 + position) of (name, value), or 0; `name_index`
     // gets the index of an entry with that name when there is no exact match.
-    size_t find(std::string_view name, std::string_view value, size_t& name_index) const;
+    // `static_name` is the name's static index (0: none): entries are compared by it.
+    size_t find(std::string_view name, uint8_t static_name, std::string_view value,
+                size_t& name_index) const;
 
     uint32_t own_max_table_size_;
     detail::HpackDynamicTable table_;

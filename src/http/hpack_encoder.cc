@@ -129,10 +129,13 @@ void HpackEncoder::encode_status(unsigned status, std::string& out) {
     finish(out, at + 3);
 }
 
-size_t HpackEncoder::find(std::string_view name, std::string_view value, size_t& name_index) const {
+size_t HpackEncoder::find(std::string_view name, uint8_t static_name, std::string_view value,
+                          size_t& name_index) const {
     for (size_t i = 0; i < table_.count(); ++i) {
         detail::HpackDynamicTable::Entry entry = table_.get(i);
-        if (entry.name != name) continue;
+        // Every entry with a static table name was inserted with its index.
+        if (static_name != 0 ? entry.static_name_index != static_name : entry.name != name)
+            continue;
         const size_t index = detail::kHpackStaticEntries + 1 + i;
         if (entry.value == value) return index;
         if (name_index == 0) name_index = index;
@@ -145,12 +148,11 @@ void HpackEncoder::encode(std::string_view name, std::string_view value, HpackIn
     const uint8_t static_name = detail::hpack_static_name_index(name);
     size_t name_index = static_name;
     if (indexing == HpackIndexing::Incremental) {
-        if (size_t index = static_name != 0 ? detail::hpack_static_field_index(name, value) : 0;
-            index != 0) {
+        if (size_t index = detail::hpack_static_field_index(static_name, value); index != 0) {
             out.push_back(static_cast<char>(0x80 | index));
             return;
         }
-        if (size_t index = find(name, value, name_index); index != 0) {
+        if (size_t index = find(name, static_name, value, name_index); index != 0) {
             uint8_t* at = room(out, kMaxIntegerBytes);
             finish(out, write_integer(at, 0x80, 7, index)); // §6.1
             return;

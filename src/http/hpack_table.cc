@@ -100,21 +100,25 @@ const NamesByLength kNamesByLength = sort_names_by_length();
 } // namespace
 
 uint8_t hpack_static_name_index(std::string_view name) {
-    if (name.size() > kLongestName) return 0;
+    if (name.empty() || name.size() > kLongestName) return 0;
     for (size_t i = kNamesByLength.first[name.size()]; i < kNamesByLength.first[name.size() + 1];
          ++i) {
         uint8_t index = kNamesByLength.order[i];
-        if (kHpackStaticTable[index].name == name) return index;
+        // The first byte tells apart nearly all names of one length: no call to memcmp.
+        std::string_view candidate = kHpackStaticTable[index].name;
+        if (candidate[0] == name[0] && candidate.back() == name.back() && candidate == name)
+            return index;
     }
     return 0;
 }
 
-uint8_t hpack_static_field_index(std::string_view name, std::string_view value) {
-    uint8_t index = hpack_static_name_index(name);
+uint8_t hpack_static_field_index(uint8_t name_index, std::string_view value) {
+    if (name_index == 0) return 0;
     // Entries with a value (2..16) share a name with their neighbours.
-    for (; index != 0 && index <= kHpackStaticEntries && kHpackStaticTable[index].name == name;
-         ++index)
-        if (kHpackStaticTable[index].value == value) return index;
+    const std::string_view name = kHpackStaticTable[name_index].name;
+    for (size_t index = name_index;
+         index <= kHpackStaticEntries && kHpackStaticTable[index].name == name; ++index)
+        if (kHpackStaticTable[index].value == value) return static_cast<uint8_t>(index);
     return 0;
 }
 

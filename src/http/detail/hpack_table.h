@@ -22,8 +22,9 @@ extern const HpackStaticEntry kHpackStaticTable[kHpackStaticEntries + 1];
 // The lowest static index whose name is `name` (lowercase), or 0.
 uint8_t hpack_static_name_index(std::string_view name);
 
-// The static index of exactly (name, value), or 0.
-uint8_t hpack_static_field_index(std::string_view name, std::string_view value);
+// The static index of exactly (name, value), or 0, given the name's index
+// from hpack_static_name_index (0: none).
+uint8_t hpack_static_field_index(uint8_t name_index, std::string_view value);
 
 // RFC 7541 §4.1: an entry's size is its name and value plus 32.
 constexpr size_t kHpackEntryOverhead = 32;
