@@ -11,6 +11,7 @@
 
 #include "http/detail/hpack_table.h"
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <span>

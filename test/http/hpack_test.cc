@@ -187,6 +187,11 @@ TEST(HpackDecoder, ListIsReusedAcrossBlocks) {
     ASSERT_EQ(decoder.decode(second, list), HpackStatus::Ok);
     EXPECT_EQ(fields_of(list), kRequest2);
     EXPECT_EQ(list.list_size(), 7 + 3 + 7 + 4 + 5 + 1 + 10 + 15 + 13 + 8 + 5 * 32u);
+    // The next block lands in the same buffer: no allocation once grown.
+    const char* text = list[0].value.data();
+    ASSERT_EQ(decoder.decode(second, list), HpackStatus::Ok);
+    EXPECT_EQ(list[0].value.data(), text);
+    EXPECT_EQ(list[0].value, "GET");
 }
 
 // --- Huffman ---
