@@ -81,6 +81,32 @@ TEST_F(ScriptResolverTest, PathInfoAndEncodedPath) {
     EXPECT_EQ(resolver_->script_name(), "/info.php");
 }
 
+// nginx's fastcgi_split_path_info ^(.+?\.php)(/.*)$ splits a path that ends in
+// "/" too: Nextcloud's WebDAV folders are /remote.php/dav/files/USER/.
+TEST_F(ScriptResolverTest, PathInfoEndingInSlashIsSplit) {
+    for (uint64_t now_ms : {uint64_t{0}, uint64_t{5000}, uint64_t{5001}}) {
+        ASSERT_EQ(route("/info.php/a/", now_ms), RouteKind::Script);
+        EXPECT_EQ(resolver_->script_name(), "/info.php");
+        EXPECT_EQ(resolver_->path_info(), "/a/");
+    }
+    ASSERT_EQ(route("/info.php/"), RouteKind::Script);
+    EXPECT_EQ(resolver_->path_info(), "/");
+    ASSERT_EQ(route("/app/index.php/dav/files/admin/"), RouteKind::Script);
+    EXPECT_EQ(resolver_->script_name(), "/app/index.php");
+    EXPECT_EQ(resolver_->path_info(), "/dav/files/admin/");
+    // A folder named like a script stays a folder; a missing script is no
+    // script (the files answer 404); a refused one is refused.
+    EXPECT_EQ(route("/dir.php/"), RouteKind::Static);
+    EXPECT_EQ(route("/uploads/evil.jpg/x.php/a/"), RouteKind::Static);
+    EXPECT_EQ(route("/missing.php/a/"), RouteKind::Static);
+    EXPECT_EQ(route("/escape.php/a/"), RouteKind::Error);
+    EXPECT_EQ(resolver_->status(), 403);
+    // The folder rule still holds for folders.
+    ASSERT_EQ(route("/app/"), RouteKind::Script);
+    EXPECT_EQ(resolver_->script_name(), "/app/index.php");
+    EXPECT_EQ(resolver_->path_info(), "");
+}
+
 TEST_F(ScriptResolverTest, EvilJpgIsNeverAScript) {
     EXPECT_EQ(route("/uploads/evil.jpg/x.php"), RouteKind::Error);
     EXPECT_EQ(resolver_->status(), 404);
