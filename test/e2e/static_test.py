@@ -275,7 +275,8 @@ class StaticFiles(LepusTestCase):
             (b"GET / HTTP/1.1\r\nHost: a\r\n folded\r\n\r\n", 400),      # obs-fold
             (b"GET / HTTP/1.1\r\nHost: a\rX: y\r\n\r\n", 400),           # bare CR
             (b"GET / HTTP/1.1\r\nHost: a\r\nX: a\x00b\r\n\r\n", 400),    # NUL
-            (b"BREW / HTTP/1.1\r\nHost: a\r\n\r\n", 501),                # unknown method
+            (b"BREW / HTTP/1.1\r\nHost: a\r\n\r\n", 501),                # no handler knows it
+            (b"BR(EW / HTTP/1.1\r\nHost: a\r\n\r\n", 400),               # no method token
             (b"GET / HTTP/2.0\r\nHost: a\r\n\r\n", 505),
             # RFC 9112 §6.3: chunked must be the final coding (400); an unknown coding is 501.
             (b"POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: gzip\r\n\r\n", 400),
