@@ -87,6 +87,16 @@ RouteKind ScriptResolver::route(const Request& request, uint64_t now_ms) {
     return script(script_name_, path_info_);
 }
 
+RouteKind ScriptResolver::script_with_path_info(std::string_view path) {
+    if (!options_.dotfiles_allow && has_hidden_segment(path)) return RouteKind::Static;
+    auto split = split_script_path(path, extension_views_);
+    if (!split || split->path_info.empty()) return RouteKind::Static;
+    script_name_.assign(split->script_name);
+    path_info_.assign(split->path_info);
+    RouteKind kind = script(script_name_, path_info_);
+    return kind == RouteKind::Error && status_ == 404 ? RouteKind::Static : kind;
+}
+
 RouteKind ScriptResolver::remember_static_directory(uint64_t now_ms) {
     if (now_ms == 0) return RouteKind::Static;
     if (static_directories_.size() >= kDirectoryMemoEntries) static_directories_.clear();

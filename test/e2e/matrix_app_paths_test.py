@@ -104,6 +104,67 @@ class PhpPaths(unittest.TestCase):
         self.assertEqual((r.status, r.body), (200, b""))
 
 
+class TryFilesPaths(unittest.TestCase):
+    """Nextcloud's `try_files $uri /index.php$request_uri` (no "$uri/") and a
+    site with the usual `$uri $uri/ /index.php?$query_string`."""
+
+    @classmethod
+    def setUpClass(cls):
+        harness.require_binary()
+        cls.fpm, cls.server = phpfpm.start_site(
+            cls, ["--index", "index.php,index.html", "--try-files",
+                  "$uri /index.php$uri?$query_string"])
+        cls.both = harness.Lepus(["--fastcgi", cls.fpm.address, "--index", "index.php,index.html",
+                                  "--try-files", "$uri $uri/ /index.php?$query_string"],
+                                 root=cls.server.root)
+        cls.addClassCleanup(cls.both.stop, harness.LepusTestCase._Checker())
+        for name in ("index.php", "remote.php", "ocs/v2.php"):
+            cls.server.write(name, ENV)
+        cls.server.write("apps/files/js/app.js", "// app\n")  # a folder with no index
+        cls.server.write("docs/index.html", "docs index\n")
+
+    def script(self, server, path, method="GET"):
+        r = server.fetch(path, method=method)
+        self.assertEqual(r.status, 200, (path, r.body))
+        return json.loads(r.body)
+
+    def test_uri_is_a_file_test_even_for_a_folder(self):
+        # nginx decides from the template: "$uri" tests a file, so the folder
+        # /apps/files/ (which has no index) goes to the fallback.
+        env = self.script(self.server, "/apps/files/?dir=/")
+        self.assertEqual((env["script_name"], env["path_info"], env["request_uri"]),
+                         ("/index.php", "/apps/files/", "/apps/files/?dir=/"))
+        env = self.script(self.server, "/apps/files")
+        self.assertEqual((env["script_name"], env["path_info"]), ("/index.php", "/apps/files"))
+        r = self.server.fetch("/apps/files/js/app.js")
+        self.assertEqual((r.status, r.body), (200, b"// app\n"))
+
+    def test_uri_slash_is_still_a_folder_test(self):
+        r = self.both.fetch("/docs/")
+        self.assertEqual((r.status, r.body), (200, b"docs index\n"))
+        r = self.both.fetch("/docs")
+        self.assertEqual(r.status, 301)
+        env = self.script(self.both, "/no/such/page")
+        self.assertEqual(env["script_name"], "/index.php")
+
+    def test_a_script_with_a_path_info_is_found(self):
+        # nginx's `location ~ \.php(/|$)` takes these before try_files.
+        for server in (self.server, self.both):
+            for path, script, info in (
+                    ("/remote.php/dav/files/admin/", "/remote.php", "/dav/files/admin/"),
+                    ("/remote.php/dav/files/admin/f.txt", "/remote.php", "/dav/files/admin/f.txt"),
+                    ("/ocs/v2.php/cloud/capabilities", "/ocs/v2.php", "/cloud/capabilities"),
+                    ("/index.php/apps/files/", "/index.php", "/apps/files/")):
+                env = self.script(server, path)
+                self.assertEqual((env["script_name"], env["path_info"], env["request_uri"]),
+                                 (script, info, path))
+            env = self.script(server, "/remote.php/dav/files/admin/", "PROPFIND")
+            self.assertEqual((env["method"], env["script_name"]), ("PROPFIND", "/remote.php"))
+        # A script that does not exist is no script: the fallback takes it.
+        env = self.script(self.server, "/missing.php/a")
+        self.assertEqual((env["script_name"], env["path_info"]), ("/index.php", "/missing.php/a"))
+
+
 class StaticOnly(unittest.TestCase):
     """No backend on the server: nothing implements PROPFIND (RFC 9110 §15.6.2)."""
 

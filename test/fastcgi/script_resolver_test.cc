@@ -107,6 +107,22 @@ TEST_F(ScriptResolverTest, PathInfoEndingInSlashIsSplit) {
     EXPECT_EQ(resolver_->path_info(), "");
 }
 
+// try_files counts "/info.php/a" as found (nginx's `location ~ \.php(/|$)`).
+TEST_F(ScriptResolverTest, ScriptWithPathInfoForTryFiles) {
+    route("/"); // creates the resolver
+    EXPECT_EQ(resolver_->script_with_path_info("/info.php/a"), RouteKind::Script);
+    EXPECT_EQ(resolver_->script_name(), "/info.php");
+    EXPECT_EQ(resolver_->path_info(), "/a");
+    EXPECT_EQ(resolver_->script_with_path_info("/app/index.php/dav/x/"), RouteKind::Script);
+    // No PATH_INFO (the files' probe answers), no script, a folder, a hidden
+    // script, evil.jpg: not found. A refused script is said (403).
+    for (std::string_view path : {"/info.php", "/missing.php/a", "/dir.php/a", "/.hidden.php/a",
+                                  "/uploads/evil.jpg/x.php/a", "/app/", "/style.css"})
+        EXPECT_EQ(resolver_->script_with_path_info(path), RouteKind::Static) << path;
+    EXPECT_EQ(resolver_->script_with_path_info("/escape.php/a"), RouteKind::Error);
+    EXPECT_EQ(resolver_->status(), 403);
+}
+
 TEST_F(ScriptResolverTest, EvilJpgIsNeverAScript) {
     EXPECT_EQ(route("/uploads/evil.jpg/x.php"), RouteKind::Error);
     EXPECT_EQ(resolver_->status(), 404);
