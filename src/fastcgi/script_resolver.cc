@@ -50,7 +50,6 @@ RouteKind ScriptResolver::route(const Request& request, uint64_t now_ms) {
     if (decode_path(request.path, path_) != 0) return RouteKind::Static;
     if (!options_.dotfiles_allow && has_hidden_segment(path_)) return RouteKind::Static;
 
-    auto split = split_script_path(path_, extension_views_);
     if (path_.back() == '/') {
         if (now_ms != 0) {
             auto memo = static_directories_.find(std::string_view(path_));
@@ -62,7 +61,7 @@ RouteKind ScriptResolver::route(const Request& request, uint64_t now_ms) {
         // a file, as nginx's fastcgi_split_path_info ^(.+?\.php)(/.*)$ splits it
         // whatever the path ends with (Nextcloud's /remote.php/dav/files/u/).
         // Otherwise, a directory named "x.php/" included, it is a folder.
-        if (split) {
+        if (auto split = split_script_path(path_, extension_views_)) {
             script_name_.assign(split->script_name);
             path_info_.assign(split->path_info);
             if (script(script_name_, path_info_) == RouteKind::Script) return RouteKind::Script;
@@ -81,6 +80,7 @@ RouteKind ScriptResolver::route(const Request& request, uint64_t now_ms) {
         }
         return remember_static_directory(now_ms);
     }
+    auto split = split_script_path(path_, extension_views_);
     if (!split) return RouteKind::Static;
     script_name_.assign(split->script_name);
     path_info_.assign(split->path_info);
