@@ -238,11 +238,14 @@ Router::StepOutcome Router::try_candidates(Exchange& exchange, RouteState& route
     const std::vector<TryFiles::Candidate>& candidates = try_files.candidates;
     for (size_t i = 0; i + 1 < candidates.size(); ++i) {
         TryFiles::expand_path(candidates[i], path_, candidate_);
-        bool want_directory = candidate_.size() > 1 && candidate_.back() == '/';
+        // A folder test when the template ends in "/" ("$uri/"), as nginx
+        // decides: "$uri" is a file test, even for "/apps/files/".
+        bool want_directory = candidates[i].wants_directory();
         StaticHandler::Probe found = probe(route, candidate_, exchange.now_ms);
         if (found != StaticHandler::Probe::Refused &&
             found !=
-                (want_directory ? StaticHandler::Probe::Directory : StaticHandler::Probe::File))
+                (want_directory ? StaticHandler::Probe::Directory : StaticHandler::Probe::File) &&
+            (want_directory || !is_script_with_path_info(route, candidate_)))
             continue;
         // The request as it is; or a directory named without its slash, which
         // the files answer with their usual 301 to it (relative links work).
@@ -265,6 +268,20 @@ Router::StepOutcome Router::try_candidates(Exchange& exchange, RouteState& route
     else
         query.assign(request.query);
     return rewrite(exchange, route, candidate_, query, request);
+}
+
+// "/remote.php/dav/x" is found when /remote.php is a script of the site (or
+// refused: its 403 is said, as for a file), as nginx's `location ~
+// \.php(/|$)` takes it before try_files. Under a location with a root of its
+// own, the location's files decide alone.
+bool Router::is_script_with_path_info(RouteState& route, std::string_view decoded_path) {
+    const SiteHandlers& site = *route.site;
+    if (!site.scripts) return false;
+    if (site.uses.locations)
+        if (const LocationHandlers* location = find_location(site, decoded_path);
+            location && location->files)
+            return false;
+    return site.scripts->script_with_path_info(decoded_path) != fastcgi::RouteKind::Static;
 }
 
 Router::StepOutcome Router::rewrite(Exchange& exchange, RouteState& route,

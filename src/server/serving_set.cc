@@ -173,6 +173,7 @@ std::unique_ptr<ServingSet> make_serving_set(const ServerOptions& options,
     base.dotfiles_allow = options.dotfiles_allow;
     base.compress = options.compress;
     base.symlinks = options.symlinks;
+    base.backend_methods = !options.fastcgi.empty() || !options.proxy.address.empty();
     auto set = std::make_unique<ServingSet>();
     set->root.files = StaticHandler::create(base, error);
     if (!set->root.files) return nullptr;
@@ -222,6 +223,10 @@ std::unique_ptr<ServingSet> make_serving_set(const ServerOptions& options,
         if (site.dotfiles_allow) site_options.dotfiles_allow = *site.dotfiles_allow;
         if (site.compress) site_options.compress = *site.compress;
         if (site.symlinks) site_options.symlinks = *parse_symlink_policy(*site.symlinks);
+        site_options.backend_methods |=
+            site.fastcgi || site.proxy ||
+            std::any_of(site.locations.begin(), site.locations.end(),
+                        [](const SiteLocation& location) { return location.handler == "proxy"; });
         handlers.files = StaticHandler::create(site_options, error);
         const std::optional<XAccel>& x_accel = site.x_accel ? site.x_accel : options.x_accel;
         if (!handlers.files || !make_x_accel_files(x_accel, site_options, handlers, error)) {

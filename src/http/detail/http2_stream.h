@@ -23,7 +23,7 @@ struct Http2Stream {
     // The request head is complete (`text` holds all of it; trailers are not
     // kept): fills `request` and `headers` with views into `text`. 0, or the
     // status to answer instead of starting the exchange: 400 for a malformed
-    // host (as HTTP/1.1 answers one), 501 for a method lepus does not implement.
+    // host (as HTTP/1.1 answers one) or a method that is no token.
     int complete_request();
 
     int32_t id;
