@@ -261,7 +261,7 @@ bool QuicConnection::write_packets() {
     ngtcp2_path_storage path_storage;
     ngtcp2_path_storage_zero(&path_storage);
     uint64_t ts = now_ns();
-    for (int sent = 0; sent < 64; ++sent) {
+    for (int sent = 0; sent < kMaxPacketsPerPass; ++sent) {
         int64_t id = -1;
         bool fin = false;
         int64_t count = 0;
@@ -301,10 +301,15 @@ bool QuicConnection::write_packets() {
             fail(NGTCP2_ERR_INTERNAL);
             return false;
         }
-        if (n == 0) break; // nothing more now: congestion or flow control, or all sent
+        if (n == 0) {
+            ngtcp2_conn_update_pkt_tx_time(conn_, ts);
+            return true; // nothing more now: congestion or flow control, or all sent
+        }
         endpoint_.send(peer_, packet.data(), size_t(n));
     }
+    // The pass budget is spent: the rest after the reactor's other work.
     ngtcp2_conn_update_pkt_tx_time(conn_, ts);
+    endpoint_.wake(this);
     return true;
 }
 

@@ -118,6 +118,8 @@ public:
     static constexpr uint64_t kStreamWindow = 256 * 1024;
     static constexpr uint64_t kConnectionWindow = 1 << 20;
     static constexpr uint64_t kMaxStreams = 100;
+    // Packets written per drive() before other connections get their turn.
+    static constexpr int kMaxPacketsPerPass = 64;
 
 private:
     friend struct QuicCallbacks;

@@ -1,0 +1,247 @@
+"""HTTP/3 over QUIC end to end (issue 39): --listen quic://ADDR:PORT beside an
+https:// listener on the same port, answered by the same router, handlers and
+filters as HTTP/1.1 and HTTP/2: static files (small, 10 MiB with a checksum, a
+range), a 404, compression, basic auth, a PHP page and a POST body through
+php-fpm, several streams on one connection; Alt-Svc on the HTTPS answers; the
+access log says HTTP/3.0.
+
+Clients: Python aioquic (pip install aioquic) for the scripted requests, and
+Debian's ngtcp2-client (gtlsclient) for the downloads. A test whose client is
+missing is skipped and says which. Needs php-fpm and htpasswd (apache2-utils)."""
+
+import asyncio
+import gzip
+import hashlib
+import os
+import shutil
+import subprocess
+import unittest
+
+import harness
+import phpfpm
+from auth_test import htpasswd, wait_until
+
+try:
+    from aioquic.asyncio import connect
+    from aioquic.asyncio.protocol import QuicConnectionProtocol
+    from aioquic.h3.connection import H3_ALPN, H3Connection
+    from aioquic.h3.events import DataReceived, HeadersReceived
+    from aioquic.quic.configuration import QuicConfiguration
+    from aioquic.quic.events import StreamReset
+    AIOQUIC = True
+except ImportError:
+    AIOQUIC = False
+
+GTLSCLIENT = shutil.which("gtlsclient")
+
+PHP = ("<?php header('Content-Type: text/plain');\n"
+       "echo 'php ', $_SERVER['SERVER_PROTOCOL'], ' ', $_SERVER['REQUEST_METHOD'], ' ',"
+       " md5(file_get_contents('php://input')), ' ', $_SERVER['HTTPS'] ?? '-';\n")
+
+
+class Answer:
+    def __init__(self):
+        self.headers = {}
+        self.status = None
+        self.body = bytearray()  # bytes += would copy the body at every packet
+        self.reset = False
+
+
+if AIOQUIC:
+    class H3Client(QuicConnectionProtocol):
+        """A minimal HTTP/3 client on aioquic: requests on one connection."""
+
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            self.h3 = H3Connection(self._quic)
+            self.answers = {}
+            self.waiters = {}
+
+        def quic_event_received(self, event):
+            if isinstance(event, StreamReset) and event.stream_id in self.waiters:
+                self.answers[event.stream_id].reset = True
+                self.waiters.pop(event.stream_id).set_result(None)
+                return
+            for e in self.h3.handle_event(event):
+                answer = self.answers.get(e.stream_id)
+                if answer is None:
+                    continue
+                if isinstance(e, HeadersReceived):
+                    for name, value in e.headers:
+                        if name == b":status":
+                            answer.status = int(value)
+                        else:
+                            answer.headers[name.decode().lower()] = value.decode()
+                elif isinstance(e, DataReceived):
+                    answer.body += e.data
+                if getattr(e, "stream_ended", False) and e.stream_id in self.waiters:
+                    self.waiters.pop(e.stream_id).set_result(None)
+
+        async def request(self, authority, path, headers=(), method="GET", body=None):
+            stream_id = self._quic.get_next_available_stream_id()
+            fields = [(b":method", method.encode()), (b":scheme", b"https"),
+                      (b":authority", authority.encode()), (b":path", path.encode())]
+            for line in headers:
+                name, value = line.split(":", 1)
+                fields.append((name.strip().lower().encode(), value.strip().encode()))
+            self.answers[stream_id] = Answer()
+            done = asyncio.get_running_loop().create_future()
+            self.waiters[stream_id] = done
+            self.h3.send_headers(stream_id, fields, end_stream=body is None)
+            if body is not None:
+                self.h3.send_data(stream_id, body, end_stream=True)
+            self.transmit()
+            await done
+            answer = self.answers.pop(stream_id)
+            answer.body = bytes(answer.body)
+            return answer
+
+
+def h3_requests(port, requests, timeout=60):
+    """Sends every (path, headers, method, body) on one new HTTP/3 connection,
+    at once, and returns their Answers in order."""
+    if not AIOQUIC:
+        raise unittest.SkipTest("aioquic is not installed (pip install aioquic)")
+
+    async def run():
+        configuration = QuicConfiguration(is_client=True, alpn_protocols=H3_ALPN,
+                                          server_name="localhost")
+        configuration.load_verify_locations(harness.test_certificate()[0])
+        async with connect("127.0.0.1", port, configuration=configuration,
+                           create_protocol=H3Client) as client:
+            authority = "localhost:%d" % port
+            return await asyncio.gather(*(client.request(authority, *r) for r in requests))
+
+    return asyncio.run(asyncio.wait_for(run(), timeout))
+
+
+def h3_get(port, path, headers=(), method="GET", body=None):
+    return h3_requests(port, [(path, headers, method, body)])[0]
+
+
+class Http3(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        harness.require_binary()
+        cls.dir = harness.temp_dir(cls, name="http3")
+        cls.root = os.path.join(cls.dir, "www")
+        passwords = os.path.join(cls.dir, "htpasswd")
+        htpasswd(passwords, "bob", "secret", create=True)
+        cert, key = harness.test_certificate()
+        cls.port = harness.free_port()  # TCP for https://, the same number on UDP for quic://
+        config = os.path.join(cls.dir, "lepus.toml")
+
+        def write_config(address):
+            with open(config, "w") as f:
+                f.write('[[site]]\nroot = "%s"\nfastcgi = "%s"\n'
+                        'auth = [{ paths = ["/private/"], realm = "Private", htpasswd = "%s" }]\n'
+                        % (cls.root, address, passwords))
+            return ["--config", config, "--listen", "https://127.0.0.1:%d" % cls.port,
+                    "--listen", "quic://127.0.0.1:%d" % cls.port, "--tls-cert", cert,
+                    "--tls-key", key, "--threads", "2"]
+        cls.fpm, cls.server = phpfpm.start_site(cls, write_config, children=2, fastcgi=False,
+                                                root=cls.root, protocol="h1")
+        cls.big = os.urandom(10 * 1024 * 1024)
+        cls.text = ("lepus speaks HTTP/3. " * 400).encode()
+        for name, content in (("index.html", "hello over h3\n"), ("big.bin", cls.big),
+                              ("page.txt", cls.text), ("private/secret.txt", "for bob\n"),
+                              ("info.php", PHP)):
+            cls.server.write(name, content)
+
+    def test_small_file(self):
+        answer = h3_get(self.port, "/index.html")
+        self.assertEqual(answer.status, 200)
+        self.assertEqual(answer.body, b"hello over h3\n")
+        self.assertEqual(answer.headers.get("content-length"), "14")
+        self.assertNotIn("alt-svc", answer.headers)  # it is HTTP/3 already
+        wait_until(self, lambda: any('"GET /index.html HTTP/3.0" 200 14' in line
+                                     for line in self.server.access_lines()),
+                   "the access log line of the HTTP/3 request")
+
+    def test_big_file_checksum(self):
+        answer = h3_get(self.port, "/big.bin")
+        self.assertEqual(answer.status, 200)
+        self.assertEqual(len(answer.body), len(self.big))
+        self.assertEqual(hashlib.sha256(answer.body).hexdigest(),
+                         hashlib.sha256(self.big).hexdigest())
+
+    def test_range(self):
+        answer = h3_get(self.port, "/big.bin", ["Range: bytes=1000-1999"])
+        self.assertEqual(answer.status, 206)
+        self.assertEqual(answer.body, self.big[1000:2000])
+        self.assertEqual(answer.headers.get("content-range"),
+                         "bytes 1000-1999/%d" % len(self.big))
+
+    def test_not_found(self):
+        answer = h3_get(self.port, "/missing.html")
+        self.assertEqual(answer.status, 404)
+
+    def test_compression(self):
+        answer = h3_get(self.port, "/page.txt", ["Accept-Encoding: gzip"])
+        self.assertEqual(answer.status, 200)
+        self.assertEqual(answer.headers.get("content-encoding"), "gzip")
+        self.assertEqual(gzip.decompress(answer.body), self.text)
+
+    def test_basic_auth(self):
+        refused = h3_get(self.port, "/private/secret.txt")
+        self.assertEqual(refused.status, 401)
+        self.assertIn("Private", refused.headers.get("www-authenticate", ""))
+        wrong = h3_get(self.port, "/private/secret.txt", ["Authorization: Basic Ym9iOndyb25n"])
+        self.assertEqual(wrong.status, 401)
+        granted = h3_get(self.port, "/private/secret.txt",
+                         ["Authorization: Basic Ym9iOnNlY3JldA=="])  # bob:secret
+        self.assertEqual(granted.status, 200)
+        self.assertEqual(granted.body, b"for bob\n")
+
+    def test_php_page(self):
+        answer = h3_get(self.port, "/info.php")
+        self.assertEqual(answer.status, 200)
+        self.assertEqual(answer.body.decode(), "php HTTP/3.0 GET %s on"
+                         % hashlib.md5(b"").hexdigest())
+
+    def test_php_post_body(self):
+        body = os.urandom(300 * 1024)  # more than the stream's flow-control window
+        answer = h3_get(self.port, "/info.php", ["Content-Type: application/octet-stream"],
+                        method="POST", body=body)
+        self.assertEqual(answer.status, 200)
+        self.assertEqual(answer.body.decode(), "php HTTP/3.0 POST %s on"
+                         % hashlib.md5(body).hexdigest())
+
+    def test_streams_on_one_connection(self):
+        requests = [("/index.html", (), "GET", None), ("/missing", (), "GET", None),
+                    ("/info.php", (), "GET", None), ("/big.bin", ["Range: bytes=0-99"], "GET",
+                                                     None)] * 5
+        answers = h3_requests(self.port, requests)
+        self.assertEqual([a.status for a in answers], [200, 404, 200, 206] * 5)
+        self.assertEqual(answers[3].body, self.big[:100])
+
+    def test_alt_svc_on_https(self):
+        # The TCP side of the same port (HTTP/1.1 over TLS, then HTTP/2) advertises h3.
+        for flag in ("--http1.1", "--http2"):
+            result = subprocess.run(
+                ["curl", "-sk", flag, "-o", "/dev/null", "-D", "-",
+                 "https://127.0.0.1:%d/index.html" % self.port],
+                capture_output=True, text=True, timeout=30)
+            headers = result.stdout.lower()
+            self.assertIn('alt-svc: h3=":%d"' % self.port, headers, flag)
+        plain = self.server.fetch("/index.html")  # the plain listener: no TLS, no Alt-Svc
+        self.assertIsNone(plain.header("alt-svc"))
+
+    def test_gtlsclient_download(self):
+        if not GTLSCLIENT:
+            self.skipTest("gtlsclient is not installed (apt-get install ngtcp2-client)")
+        download = harness.temp_dir(self, name="h3-download")
+        result = subprocess.run(
+            [GTLSCLIENT, "--quiet", "--exit-on-all-streams-close", "--download", download,
+             "127.0.0.1", str(self.port), "https://localhost:%d/big.bin" % self.port,
+             "https://localhost:%d/index.html" % self.port],
+            capture_output=True, timeout=60)
+        self.assertEqual(result.returncode, 0, result.stderr[-2000:])
+        with open(os.path.join(download, "big.bin"), "rb") as f:
+            self.assertEqual(hashlib.sha256(f.read()).digest(), hashlib.sha256(self.big).digest())
+        with open(os.path.join(download, "index.html"), "rb") as f:
+            self.assertEqual(f.read(), b"hello over h3\n")
+
+
+if __name__ == "__main__":
+    harness.main()
