@@ -89,7 +89,9 @@ void QuicEndpoint::on_events(uint32_t events) {
 
 void QuicEndpoint::dispatch(const SocketAddress& peer, const uint8_t* data, size_t size) {
     ngtcp2_version_cid header;
-    int rv = ngtcp2_pkt_decode_version_cid(&header, data, size, kCidLength);
+    // ngtcp2 asserts on an empty datagram (a valid UDP packet, and a crash).
+    int rv = size == 0 ? NGTCP2_ERR_INVALID_ARGUMENT
+                       : ngtcp2_pkt_decode_version_cid(&header, data, size, kCidLength);
     if (rv != 0) {
         // NGTCP2_ERR_VERSION_NEGOTIATION: a version ngtcp2 does not speak; a
         // Version Negotiation packet (§6) is a later step, the client times out.

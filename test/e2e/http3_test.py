@@ -12,8 +12,10 @@ missing is skipped and says which. Needs php-fpm and htpasswd (apache2-utils).""
 import asyncio
 import gzip
 import hashlib
+import json
 import os
 import shutil
+import socket
 import subprocess
 import unittest
 
@@ -138,7 +140,7 @@ class Http3(unittest.TestCase):
                         % (cls.root, address, passwords))
             return ["--config", config, "--listen", "https://127.0.0.1:%d" % cls.port,
                     "--listen", "quic://127.0.0.1:%d" % cls.port, "--tls-cert", cert,
-                    "--tls-key", key, "--threads", "2"]
+                    "--tls-key", key, "--threads", "2", "--status-path", "/status"]
         cls.fpm, cls.server = phpfpm.start_site(cls, write_config, children=2, fastcgi=False,
                                                 root=cls.root, protocol="h1")
         cls.big = os.urandom(10 * 1024 * 1024)
@@ -226,6 +228,29 @@ class Http3(unittest.TestCase):
             self.assertIn('alt-svc: h3=":%d"' % self.port, headers, flag)
         plain = self.server.fetch("/index.html")  # the plain listener: no TLS, no Alt-Svc
         self.assertIsNone(plain.header("alt-svc"))
+
+    def test_status_page(self):
+        h3_requests(self.port, [("/index.html", (), "GET", None)] * 3)
+        answer = h3_get(self.port, "/status")
+        self.assertEqual(answer.status, 200)
+        reactors = json.loads(answer.body)["reactors"]
+        total = lambda key: sum(r["http3"][key] for r in reactors)
+        self.assertGreaterEqual(total("connections_total"), 2)
+        self.assertGreaterEqual(total("connections"), 1)  # this one, at least
+        self.assertGreaterEqual(total("streams_total"), 4)
+        self.assertGreater(total("packets_received"), 0)
+        self.assertGreater(total("packets_sent"), 0)
+
+    def test_garbage_datagrams_are_dropped(self):
+        # Not QUIC, a short header for no connection, a truncated Initial, a
+        # version no one speaks: dropped, and the server goes on serving.
+        junk = [b"", b"hello", os.urandom(1200), b"\x40" + os.urandom(30),
+                b"\xc0\x00\x00\x00\x01\x08" + os.urandom(20),
+                b"\xc0\x1a\x2a\x3a\x4a\x08" + os.urandom(1200)]
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+            for datagram in junk * 20:
+                s.sendto(datagram, ("127.0.0.1", self.port))
+        self.assertEqual(h3_get(self.port, "/index.html").status, 200)
 
     def test_gtlsclient_download(self):
         if not GTLSCLIENT:
