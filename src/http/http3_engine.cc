@@ -525,9 +525,8 @@ void Http3Engine::finish_stream(Http3Stream& stream) {
     if (gauges_) gauges_->streams.fetch_sub(1, std::memory_order_relaxed);
 }
 
-bool Http3Engine::shutdown() {
+void Http3Engine::shutdown() {
     if (h3_) nghttp3_conn_shutdown(h3_); // RFC 9114 §5.2: GOAWAY
-    return streams_.empty();
 }
 
 void Http3Engine::close() {

@@ -61,7 +61,10 @@ public:
     void stream_write_shut(int64_t id) override;
     int written(int64_t id, size_t bytes) override;
     void poll() override;
-    bool shutdown() override;
+    void shutdown() override;
+    bool idle() const override { return streams_.empty(); }
+    // RFC 9114 §8.1: H3_NO_ERROR.
+    uint64_t no_error_code() const override { return 0x100; }
     void close() override;
 
     // ExchangeListener: a backend made progress.

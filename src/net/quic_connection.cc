@@ -251,7 +251,10 @@ void QuicConnection::drive() {
         if (closed_ || !write_packets()) break;
     } while (again_ && !closed_);
     in_drive_ = false;
-    if (!closed_) arm_timer();
+    if (closed_) return;
+    // Stopping: the connection ends with its last stream (RFC 9114 §5.2).
+    if (shutting_down_ && application_ && application_->idle()) return close_gracefully();
+    arm_timer();
 }
 
 bool QuicConnection::write_packets() {
@@ -350,25 +353,39 @@ void QuicConnection::fail(int liberr, bool tls_alert) {
             &error, ngtcp2_conn_get_tls_alert(conn_), nullptr, 0);
     else
         ngtcp2_connection_close_error_set_transport_error_liberr(&error, liberr, nullptr, 0);
-    if (!ngtcp2_conn_is_in_closing_period(conn_) && !ngtcp2_conn_is_in_draining_period(conn_)) {
-        std::array<uint8_t, 1500> packet;
-        ngtcp2_path_storage path_storage;
-        ngtcp2_path_storage_zero(&path_storage);
-        ngtcp2_pkt_info info{};
-        ngtcp2_ssize n = ngtcp2_conn_write_connection_close(
-            conn_, &path_storage.path, &info, packet.data(), packet.size(), &error, now_ns());
-        if (n > 0) endpoint_.send(peer_, packet.data(), size_t(n));
-    }
+    send_close(&error);
     log_info("client %s: QUIC: %s", peer_.to_string().c_str(), ngtcp2_strerror(liberr));
+    close();
+}
+
+void QuicConnection::send_close(const void* close_error) {
+    if (ngtcp2_conn_is_in_closing_period(conn_) || ngtcp2_conn_is_in_draining_period(conn_)) return;
+    std::array<uint8_t, 1500> packet;
+    ngtcp2_path_storage path_storage;
+    ngtcp2_path_storage_zero(&path_storage);
+    ngtcp2_pkt_info info{};
+    ngtcp2_ssize n = ngtcp2_conn_write_connection_close(
+        conn_, &path_storage.path, &info, packet.data(), packet.size(),
+        static_cast<const ngtcp2_connection_close_error*>(close_error), now_ns());
+    if (n > 0) endpoint_.send(peer_, packet.data(), size_t(n));
+}
+
+void QuicConnection::close_gracefully() {
+    if (closed_) return;
+    ngtcp2_connection_close_error error;
+    ngtcp2_connection_close_error_default(&error);
+    if (application_)
+        ngtcp2_connection_close_error_set_application_error(&error, application_->no_error_code(),
+                                                            nullptr, 0);
+    send_close(&error);
     close();
 }
 
 void QuicConnection::shutdown() {
     if (closed_ || !application_) return;
-    if (application_->shutdown())
-        fail(0); // nothing in flight: CONNECTION_CLOSE with NO_ERROR
-    else
-        drive();
+    shutting_down_ = true;
+    application_->shutdown();
+    drive(); // the GOAWAY leaves; an idle connection then closes
 }
 
 void QuicConnection::close() {

@@ -69,8 +69,12 @@ public:
     virtual int written(int64_t id, size_t bytes) = 0;
     // Before packets are written: let backends that made progress go on.
     virtual void poll() = 0;
-    // The server stops: no new requests (GOAWAY); true when nothing is in flight.
-    virtual bool shutdown() = 0;
+    // The server stops: no new requests (GOAWAY).
+    virtual void shutdown() = 0;
+    // No request is in flight.
+    virtual bool idle() const = 0;
+    // The application's error code for an orderly close (H3_NO_ERROR).
+    virtual uint64_t no_error_code() const = 0;
     // The connection is gone: exchanges in flight are finished.
     virtual void close() = 0;
 };
@@ -92,9 +96,11 @@ public:
     void receive(const SocketAddress& peer, const uint8_t* data, size_t size);
     // Lets the application work and sends what is due; arms the timer.
     void drive();
-    // SIGTERM: GOAWAY, then the streams in flight finish.
+    // SIGTERM: GOAWAY, then the streams in flight finish and the connection closes.
     void shutdown();
-    // Closes now (CONNECTION_CLOSE when the connection is still up).
+    // Closes now with a CONNECTION_CLOSE that says no error (the server stops).
+    void close_gracefully();
+    // Closes now, silently (the client left, or the close was sent).
     void close();
     bool closed() const { return closed_; }
 
@@ -126,6 +132,8 @@ private:
     // A fatal error: CONNECTION_CLOSE, then the connection is forgotten.
     void fail(int liberr, bool tls_alert = false);
     bool write_packets();
+    // One CONNECTION_CLOSE (an ngtcp2_connection_close_error), unless closing already.
+    void send_close(const void* close_error);
     void arm_timer();
     static void on_timer(TimerEntry& entry);
     static uint64_t now_ns();
@@ -142,6 +150,7 @@ private:
     bool application_started_ = false;
     bool in_drive_ = false;
     bool again_ = false; // drive() was asked for while it ran
+    bool shutting_down_ = false;
     bool closed_ = false;
 };
 

@@ -202,7 +202,7 @@ void QuicEndpoint::on_force_close() {
     for (auto& [connection, owned] : connections_)
         all.push_back(connection);
     for (QuicConnection* connection : all)
-        connection->close();
+        connection->close_gracefully();
 }
 
 } // namespace lepus

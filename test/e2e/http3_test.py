@@ -15,6 +15,7 @@ import hashlib
 import json
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import unittest
@@ -29,7 +30,7 @@ try:
     from aioquic.h3.connection import H3_ALPN, H3Connection
     from aioquic.h3.events import DataReceived, HeadersReceived
     from aioquic.quic.configuration import QuicConfiguration
-    from aioquic.quic.events import StreamReset
+    from aioquic.quic.events import ConnectionTerminated, StreamReset
     AIOQUIC = True
 except ImportError:
     AIOQUIC = False
@@ -58,8 +59,26 @@ if AIOQUIC:
             self.h3 = H3Connection(self._quic)
             self.answers = {}
             self.waiters = {}
+            self.terminated = None
+            self.closed_waiter = None
+
+        async def closed_by_server(self):
+            """The server's CONNECTION_CLOSE (a ConnectionTerminated event)."""
+            if self.terminated is None:
+                self.closed_waiter = asyncio.get_running_loop().create_future()
+                await self.closed_waiter
+            return self.terminated
 
         def quic_event_received(self, event):
+            if isinstance(event, ConnectionTerminated):
+                self.terminated = event
+                for waiter in self.waiters.values():
+                    waiter.set_exception(ConnectionError("connection closed: 0x%x"
+                                                         % event.error_code))
+                self.waiters.clear()
+                if self.closed_waiter and not self.closed_waiter.done():
+                    self.closed_waiter.set_result(event)
+                return
             if isinstance(event, StreamReset) and event.stream_id in self.waiters:
                 self.answers[event.stream_id].reset = True
                 self.waiters.pop(event.stream_id).set_result(None)
@@ -266,6 +285,33 @@ class Http3(unittest.TestCase):
             self.assertEqual(hashlib.sha256(f.read()).digest(), hashlib.sha256(self.big).digest())
         with open(os.path.join(download, "index.html"), "rb") as f:
             self.assertEqual(f.read(), b"hello over h3\n")
+
+
+class Http3Shutdown(unittest.TestCase):
+    def test_sigterm_closes_open_connections_with_no_error(self):
+        if not AIOQUIC:
+            self.skipTest("aioquic is not installed (pip install aioquic)")
+        cert, key = harness.test_certificate()
+        port = harness.free_port()
+        server = harness.Lepus(["--listen", "quic://127.0.0.1:%d" % port, "--tls-cert", cert,
+                                "--tls-key", key], protocol="h1")
+        self.addCleanup(server.stop, self)
+        server.write("index.html", "bye\n")
+
+        async def run():
+            configuration = QuicConfiguration(is_client=True, alpn_protocols=H3_ALPN,
+                                              server_name="localhost")
+            configuration.load_verify_locations(cert)
+            async with connect("127.0.0.1", port, configuration=configuration,
+                               create_protocol=H3Client) as client:
+                answer = await client.request("localhost:%d" % port, "/index.html")
+                self.assertEqual(answer.body, b"bye\n")
+                server.proc.send_signal(signal.SIGTERM)
+                return await client.closed_by_server()
+
+        closed = asyncio.run(asyncio.wait_for(run(), 20))
+        self.assertEqual(closed.error_code, 0x100)  # H3_NO_ERROR
+        self.assertEqual(server.proc.wait(timeout=20), 0)
 
 
 if __name__ == "__main__":
