@@ -118,19 +118,21 @@ if AIOQUIC:
             return answer
 
 
-def h3_requests(port, requests, timeout=60):
-    """Sends every (path, headers, method, body) on one new HTTP/3 connection,
-    at once, and returns their Answers in order."""
+def h3_requests(port, requests, timeout=60, name="localhost", ca=None):
+    """Sends every (path, headers, method, body) on one new HTTP/3 connection
+    to `name` (SNI and :authority), whose certificate must verify against `ca`
+    (the harness's test certificate by default), at once, and returns their
+    Answers in order."""
     if not AIOQUIC:
         raise unittest.SkipTest("aioquic is not installed (pip install aioquic)")
 
     async def run():
         configuration = QuicConfiguration(is_client=True, alpn_protocols=H3_ALPN,
-                                          server_name="localhost")
-        configuration.load_verify_locations(harness.test_certificate()[0])
+                                          server_name=name)
+        configuration.load_verify_locations(ca or harness.test_certificate()[0])
         async with connect("127.0.0.1", port, configuration=configuration,
                            create_protocol=H3Client) as client:
-            authority = "localhost:%d" % port
+            authority = "%s:%d" % (name, port)
             return await asyncio.gather(*(client.request(authority, *r) for r in requests))
 
     return asyncio.run(asyncio.wait_for(run(), timeout))
@@ -152,11 +154,26 @@ class Http3(unittest.TestCase):
         cls.port = harness.free_port()  # TCP for https://, the same number on UDP for quic://
         config = os.path.join(cls.dir, "lepus.toml")
 
+        # A second site with a certificate of its own, chosen by SNI as on TCP.
+        cls.site_cert = os.path.join(cls.dir, "site.pem")
+        site_key = os.path.join(cls.dir, "site.key")
+        subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt",
+                        "ec_paramgen_curve:prime256v1", "-nodes", "-keyout", site_key, "-out",
+                        cls.site_cert, "-days", "2", "-subj", "/CN=site.test", "-addext",
+                        "subjectAltName=DNS:site.test"], check=True, capture_output=True)
+        cls.site_root = os.path.join(cls.dir, "site")
+        os.makedirs(cls.site_root)
+        with open(os.path.join(cls.site_root, "index.html"), "w") as f:
+            f.write("the other site\n")
+
         def write_config(address):
             with open(config, "w") as f:
                 f.write('[[site]]\nroot = "%s"\nfastcgi = "%s"\n'
                         'auth = [{ paths = ["/private/"], realm = "Private", htpasswd = "%s" }]\n'
                         % (cls.root, address, passwords))
+                f.write('[[site]]\nserver_names = ["site.test"]\nroot = "%s"\n'
+                        'tls = { cert = "%s", key = "%s" }\n'
+                        % (cls.site_root, cls.site_cert, site_key))
             return ["--config", config, "--listen", "https://127.0.0.1:%d" % cls.port,
                     "--listen", "quic://127.0.0.1:%d" % cls.port, "--tls-cert", cert,
                     "--tls-key", key, "--threads", "2", "--status-path", "/status"]
@@ -247,6 +264,13 @@ class Http3(unittest.TestCase):
             self.assertIn('alt-svc: h3=":%d"' % self.port, headers, flag)
         plain = self.server.fetch("/index.html")  # the plain listener: no TLS, no Alt-Svc
         self.assertIsNone(plain.header("alt-svc"))
+
+    def test_sni_picks_the_site_certificate(self):
+        # The handshake verifies only against the site's own certificate.
+        answer = h3_requests(self.port, [("/index.html", (), "GET", None)], name="site.test",
+                             ca=self.site_cert)[0]
+        self.assertEqual(answer.status, 200)
+        self.assertEqual(answer.body, b"the other site\n")
 
     def test_status_page(self):
         h3_requests(self.port, [("/index.html", (), "GET", None)] * 3)
