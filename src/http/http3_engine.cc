@@ -79,11 +79,13 @@ struct Http3Callbacks {
     }
     static int stream_close(nghttp3_conn*, int64_t id, uint64_t, void* user_data, void*) {
         Http3Engine& engine = self(user_data);
+        // A client's request stream (RFC 9000 §2.1: id % 4 == 0), with a
+        // complete head or not: the client may open another.
+        if (id % 4 == 0) engine.connection_.allow_one_more_stream();
         auto it = engine.streams_.find(id);
         if (it == engine.streams_.end()) return 0;
         engine.finish_stream(*it->second);
         engine.streams_.erase(it);
-        engine.connection_.allow_one_more_stream();
         return 0;
     }
     static int recv_data(nghttp3_conn*, int64_t id, const uint8_t* data, size_t size,

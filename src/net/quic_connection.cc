@@ -4,7 +4,9 @@
 #include "net/quic_endpoint.h"
 #include "net/quic_tls.h"
 
+#include <algorithm>
 #include <array>
+#include <cstring>
 #include <gnutls/crypto.h>
 #include <gnutls/gnutls.h>
 #include <ngtcp2/ngtcp2.h>
@@ -23,6 +25,13 @@ ngtcp2_path make_path(const SocketAddress& local, const SocketAddress& peer) {
         {const_cast<sockaddr*>(&peer.storage.any), peer.length},
         nullptr,
     };
+}
+
+SocketAddress to_address(const ngtcp2_addr& address) {
+    SocketAddress out;
+    out.length = std::min<socklen_t>(address.addrlen, sizeof out.storage);
+    std::memcpy(&out.storage, address.addr, out.length);
+    return out;
 }
 
 } // namespace
@@ -233,8 +242,6 @@ void QuicConnection::receive(const SocketAddress& peer, const uint8_t* data, siz
         fail(rv, rv == NGTCP2_ERR_CRYPTO);
         return;
     }
-    // A packet from a new address that ngtcp2 accepted (migration, §9): answer there.
-    peer_ = peer;
     drive();
 }
 
@@ -264,7 +271,9 @@ bool QuicConnection::write_packets() {
     ngtcp2_path_storage path_storage;
     ngtcp2_path_storage_zero(&path_storage);
     uint64_t ts = now_ns();
-    for (int sent = 0; sent < kMaxPacketsPerPass; ++sent) {
+    // Counted in packets sent, never in calls: after NGTCP2_ERR_WRITE_MORE a
+    // packet is half built, and ngtcp2 asserts that the next call finishes it.
+    for (int sent = 0;;) {
         int64_t id = -1;
         bool fin = false;
         int64_t count = 0;
@@ -308,12 +317,16 @@ bool QuicConnection::write_packets() {
             ngtcp2_conn_update_pkt_tx_time(conn_, ts);
             return true; // nothing more now: congestion or flow control, or all sent
         }
-        endpoint_.send(peer_, packet.data(), size_t(n));
+        // ngtcp2 names the path of each packet: a migrating client (§9) is
+        // answered at its new address once the path is validated.
+        endpoint_.send(to_address(path_storage.path.remote), packet.data(), size_t(n));
+        if (++sent == kMaxPacketsPerPass) {
+            // The pass budget is spent: the rest after the reactor's other work.
+            ngtcp2_conn_update_pkt_tx_time(conn_, ts);
+            endpoint_.wake(this);
+            return true;
+        }
     }
-    // The pass budget is spent: the rest after the reactor's other work.
-    ngtcp2_conn_update_pkt_tx_time(conn_, ts);
-    endpoint_.wake(this);
-    return true;
 }
 
 void QuicConnection::arm_timer() {
@@ -367,7 +380,7 @@ void QuicConnection::send_close(const void* close_error) {
     ngtcp2_ssize n = ngtcp2_conn_write_connection_close(
         conn_, &path_storage.path, &info, packet.data(), packet.size(),
         static_cast<const ngtcp2_connection_close_error*>(close_error), now_ns());
-    if (n > 0) endpoint_.send(peer_, packet.data(), size_t(n));
+    if (n > 0) endpoint_.send(to_address(path_storage.path.remote), packet.data(), size_t(n));
 }
 
 void QuicConnection::close_gracefully() {

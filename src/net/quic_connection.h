@@ -139,7 +139,8 @@ private:
     static uint64_t now_ns();
 
     QuicEndpoint& endpoint_;
-    SocketAddress local_, peer_;
+    SocketAddress local_;
+    SocketAddress peer_; // the client's first address (the one its exchanges see)
     ngtcp2_conn* conn_ = nullptr;
     gnutls_session_int* session_ = nullptr;
     struct ConnRef; // ngtcp2_crypto_conn_ref, for GnuTLS's callbacks

@@ -67,7 +67,8 @@ bool QuicEndpoint::start() {
 
 void QuicEndpoint::on_events(uint32_t events) {
     if (events & kResumeEvent) deferred_ = false;
-    if (events & EPOLLIN) {
+    if ((events & EPOLLIN) || unread_) {
+        unread_ = false;
         alignas(16) uint8_t buffer[65536];
         for (size_t n = 0; n < kMaxPacketsPerPass; ++n) {
             SocketAddress peer;
@@ -77,7 +78,10 @@ void QuicEndpoint::on_events(uint32_t events) {
             if (size < 0) break; // EAGAIN (edge-triggered: read to it), or an ICMP error
             QuicGauges::bump(gauges_.packets_received);
             dispatch(peer, buffer, size_t(size));
-            if (n + 1 == kMaxPacketsPerPass) wake(nullptr); // more may wait: come back
+            if (n + 1 == kMaxPacketsPerPass) {
+                unread_ = true; // more may wait, and no new edge will say so: come back
+                wake(nullptr);
+            }
         }
     }
     std::vector<QuicConnection*> woken;

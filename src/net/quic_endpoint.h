@@ -116,6 +116,7 @@ private:
     std::vector<QuicConnection*> retired_, woken_;
     bool accepting_ = true;
     bool deferred_ = false;
+    bool unread_ = false; // a pass stopped at kMaxPacketsPerPass with the socket not drained
 };
 
 } // namespace lepus

@@ -253,6 +253,15 @@ class Http3(unittest.TestCase):
         self.assertEqual([a.status for a in answers], [200, 404, 200, 206] * 5)
         self.assertEqual(answers[3].body, self.big[:100])
 
+    def test_more_streams_than_the_limit_on_one_connection(self):
+        # 250 requests at once, past the 100 concurrent streams: the client
+        # opens more as streams close. Their answers fill more than one pass of
+        # packets, which once aborted the server (a pass that stopped with a
+        # packet half built: ngtcp2's "!ppe_pending" assertion).
+        answers = h3_requests(self.port, [("/page.txt", (), "GET", None)] * 250)
+        self.assertEqual([a.status for a in answers], [200] * 250)
+        self.assertTrue(all(a.body == self.text for a in answers))
+
     def test_alt_svc_on_https(self):
         # The TCP side of the same port (HTTP/1.1 over TLS, then HTTP/2) advertises h3.
         for flag in ("--http1.1", "--http2"):
