@@ -304,6 +304,31 @@ class Http3(unittest.TestCase):
                 s.sendto(datagram, ("127.0.0.1", self.port))
         self.assertEqual(h3_get(self.port, "/index.html").status, 200)
 
+    def test_migrating_client_is_followed_across_reactors(self):
+        # The client moves to a new local port mid-download (RFC 9000 §9); its
+        # packets then hash to either reactor's socket, and one that lands on
+        # the other reactor is handed to the connection's owner (the reactor
+        # named in the connection ID). Repeated until a hand-off happened
+        # (each try: one chance in two), every download complete.
+        if not GTLSCLIENT:
+            self.skipTest("gtlsclient is not installed (apt-get install ngtcp2-client)")
+        handed_over = lambda: sum(r["http3"]["packets_handed_over"] for r in
+                                  json.loads(h3_get(self.port, "/status").body)["reactors"])
+        first = handed_over()
+        for attempt in range(20):
+            download = harness.temp_dir(self, name="h3-migrate")
+            result = subprocess.run(
+                [GTLSCLIENT, "--quiet", "--exit-on-all-streams-close", "--change-local-addr=50ms",
+                 "--delay-stream=100ms", "--download", download, "127.0.0.1", str(self.port),
+                 "https://localhost:%d/big.bin" % self.port], capture_output=True, timeout=60)
+            self.assertEqual(result.returncode, 0, result.stderr[-2000:])
+            with open(os.path.join(download, "big.bin"), "rb") as f:
+                self.assertEqual(hashlib.sha256(f.read()).digest(),
+                                 hashlib.sha256(self.big).digest())
+            if handed_over() > first:
+                return
+        self.fail("no packet was handed to another reactor in 20 migrations")
+
     def test_gtlsclient_download(self):
         if not GTLSCLIENT:
             self.skipTest("gtlsclient is not installed (apt-get install ngtcp2-client)")
