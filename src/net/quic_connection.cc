@@ -124,6 +124,12 @@ struct QuicCallbacks {
         c.application_started_ = true;
         return c.application_->start() ? 0 : NGTCP2_ERR_CALLBACK_FAILURE;
     }
+    static int handshake_completed(ngtcp2_conn*, void* user_data) {
+        QuicConnection& c = self(user_data);
+        if (c.handshaking_) c.endpoint_.handshake_ended();
+        c.handshaking_ = false;
+        return 0;
+    }
     static ngtcp2_conn* get_conn(ngtcp2_crypto_conn_ref* ref) {
         return static_cast<QuicConnection*>(ref->user_data)->conn_;
     }
@@ -157,7 +163,8 @@ int QuicConnection::fd() const {
     return endpoint_.fd();
 }
 
-bool QuicConnection::init(const ngtcp2_pkt_hd& initial, std::string& why) {
+bool QuicConnection::init(const ngtcp2_pkt_hd& initial, const ngtcp2_cid* retried,
+                          std::string& why) {
     ngtcp2_callbacks callbacks{};
     callbacks.recv_client_initial = ngtcp2_crypto_recv_client_initial_cb;
     callbacks.recv_crypto_data = ngtcp2_crypto_recv_crypto_data_cb;
@@ -180,11 +187,14 @@ bool QuicConnection::init(const ngtcp2_pkt_hd& initial, std::string& why) {
     callbacks.stream_stop_sending = QuicCallbacks::stream_stop_sending;
     callbacks.version_negotiation = ngtcp2_crypto_version_negotiation_cb;
     callbacks.recv_tx_key = QuicCallbacks::recv_tx_key;
+    callbacks.handshake_completed = QuicCallbacks::handshake_completed;
 
     ngtcp2_settings settings;
     ngtcp2_settings_default(&settings);
     settings.initial_ts = now_ns();
-    settings.token = initial.token;
+    // Only a token we verified (a Retry's) spares the address validation.
+    if (retried) settings.token = initial.token;
+    settings.handshake_timeout = kHandshakeTimeoutMs * NGTCP2_MILLISECONDS;
     settings.max_window = 4 * kConnectionWindow;
     settings.max_stream_window = 4 * kStreamWindow;
 
@@ -200,7 +210,12 @@ bool QuicConnection::init(const ngtcp2_pkt_hd& initial, std::string& why) {
     params.stateless_reset_token_present = 1;
     gnutls_rnd(GNUTLS_RND_RANDOM, params.stateless_reset_token,
                sizeof params.stateless_reset_token);
-    params.original_dcid = initial.dcid; // RFC 9000 §7.3, without a Retry
+    // RFC 9000 §7.3: the client's first DCID, and after a Retry the Retry's SCID.
+    params.original_dcid = retried ? *retried : initial.dcid;
+    if (retried) {
+        params.retry_scid = initial.dcid;
+        params.retry_scid_present = 1;
+    }
 
     ngtcp2_cid scid;
     endpoint_.make_cid(scid);
@@ -223,6 +238,8 @@ bool QuicConnection::init(const ngtcp2_pkt_hd& initial, std::string& why) {
     endpoint_.add_cid(scid, this);
     initial_dcid_ = std::make_unique<ngtcp2_cid>(initial.dcid);
     endpoint_.add_cid(initial.dcid, this); // the client's Initials until it switches
+    handshaking_ = true;
+    endpoint_.handshake_started();
     return true;
 }
 
@@ -405,6 +422,8 @@ void QuicConnection::close() {
     if (closed_) return;
     closed_ = true;
     endpoint_.reactor().timers().cancel(timer_);
+    if (handshaking_) endpoint_.handshake_ended();
+    handshaking_ = false;
     if (application_) application_->close();
     endpoint_.retire(this);
 }

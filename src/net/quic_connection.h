@@ -88,7 +88,8 @@ public:
 
     // From the client's first Initial packet: ngtcp2 and GnuTLS state; false
     // (with a reason in `why`) when the connection cannot be made.
-    bool init(const ngtcp2_pkt_hd& initial, std::string& why);
+    // `retried`: the client's first DCID, when this Initial answered our Retry.
+    bool init(const ngtcp2_pkt_hd& initial, const ngtcp2_cid* retried, std::string& why);
     void set_application(std::unique_ptr<QuicApplication> application) {
         application_ = std::move(application);
     }
@@ -121,6 +122,8 @@ public:
     int fd() const;
 
     static constexpr uint64_t kIdleTimeoutMs = 30'000;
+    // A handshake not complete by then ends the connection (a flood's stall).
+    static constexpr uint64_t kHandshakeTimeoutMs = 10'000;
     static constexpr uint64_t kStreamWindow = 256 * 1024;
     static constexpr uint64_t kConnectionWindow = 1 << 20;
     static constexpr uint64_t kMaxStreams = 100;
@@ -152,6 +155,7 @@ private:
     bool in_drive_ = false;
     bool again_ = false; // drive() was asked for while it ran
     bool shutting_down_ = false;
+    bool handshaking_ = false; // counted in the endpoint's handshakes in progress
     bool closed_ = false;
 };
 

@@ -10,8 +10,10 @@
 #include <gnutls/gnutls.h>
 #include <netinet/in.h>
 #include <ngtcp2/ngtcp2.h>
+#include <ngtcp2/ngtcp2_crypto.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
+#include <time.h>
 
 namespace lepus {
 
@@ -19,6 +21,13 @@ namespace {
 
 std::string cid_key(const uint8_t* data, size_t size) {
     return std::string(reinterpret_cast<const char*>(data), size);
+}
+
+// Retry tokens carry a wall-clock time (CLOCK_REALTIME, nanoseconds), as ngtcp2's examples do.
+uint64_t token_time_ns() {
+    timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
+    return uint64_t(now.tv_sec) * 1'000'000'000 + uint64_t(now.tv_nsec);
 }
 
 } // namespace
@@ -52,6 +61,7 @@ QuicEndpoint::QuicEndpoint(Reactor& reactor, UniqueFd fd, const QuicTlsContext& 
                            ApplicationFactory factory, QuicGauges& gauges)
     : reactor_(reactor), fd_(std::move(fd)), tls_(tls), factory_(std::move(factory)),
       gauges_(gauges) {
+    gnutls_rnd(GNUTLS_RND_KEY, token_secret_, sizeof token_secret_);
     local_.length = sizeof local_.storage;
     if (getsockname(fd_.get(), &local_.storage.any, &local_.length) != 0) local_.length = 0;
 }
@@ -128,10 +138,25 @@ void QuicEndpoint::accept(const SocketAddress& peer, const uint8_t* data, size_t
         QuicGauges::bump(gauges_.packets_dropped); // not an Initial (or a stopping server)
         return;
     }
+    ngtcp2_cid original_dcid;
+    const ngtcp2_cid* retried = nullptr;
+    if (header.token.len > 0 && header.token.base[0] == NGTCP2_CRYPTO_TOKEN_MAGIC_RETRY) {
+        if (ngtcp2_crypto_verify_retry_token(
+                &original_dcid, header.token.base, header.token.len, token_secret_,
+                sizeof token_secret_, header.version, &peer.storage.any, peer.length, &header.dcid,
+                kRetryTokenLifetimeMs * NGTCP2_MILLISECONDS, token_time_ns()) != 0) {
+            QuicGauges::bump(gauges_.packets_dropped); // forged, stale, or from elsewhere
+            return;
+        }
+        retried = &original_dcid;
+    } else if (handshaking_ >= kRetryAbove) {
+        send_retry(peer, &header);
+        return;
+    }
     auto owned = std::make_unique<QuicConnection>(*this, local_, peer);
     QuicConnection* connection = owned.get();
     std::string why;
-    if (!connection->init(header, why)) {
+    if (!connection->init(header, retried, why)) {
         log_warn("client %s: QUIC: %s", peer.to_string().c_str(), why.c_str());
         QuicGauges::bump(gauges_.packets_dropped);
         return; // ~QuicConnection forgets the IDs init() registered
@@ -141,6 +166,23 @@ void QuicEndpoint::accept(const SocketAddress& peer, const uint8_t* data, size_t
     QuicGauges::bump(gauges_.connections);
     QuicGauges::bump(gauges_.connections_total);
     connection->receive(peer, data, size);
+}
+
+void QuicEndpoint::send_retry(const SocketAddress& peer, const void* initial) {
+    const auto& header = *static_cast<const ngtcp2_pkt_hd*>(initial);
+    ngtcp2_cid scid;
+    make_cid(scid);
+    uint8_t token[NGTCP2_CRYPTO_MAX_RETRY_TOKENLEN];
+    ngtcp2_ssize token_length = ngtcp2_crypto_generate_retry_token(
+        token, token_secret_, sizeof token_secret_, header.version, &peer.storage.any, peer.length,
+        &scid, &header.dcid, token_time_ns());
+    if (token_length < 0) return;
+    uint8_t packet[1200];
+    ngtcp2_ssize n = ngtcp2_crypto_write_retry(packet, sizeof packet, header.version, &header.scid,
+                                               &scid, &header.dcid, token, size_t(token_length));
+    if (n <= 0) return;
+    send(peer, packet, size_t(n));
+    QuicGauges::bump(gauges_.retries);
 }
 
 void QuicEndpoint::send(const SocketAddress& to, const uint8_t* data, size_t size) {

@@ -12,6 +12,13 @@
 // SO_ATTACH_REUSEPORT_EBPF program reading that byte would steer such
 // packets in the kernel; it is not needed for the common path.
 //
+// Address validation (RFC 9000 §8.1.2): while kRetryAbove handshakes are
+// in progress on the reactor (a flood of Initials from forged addresses), a
+// new client gets a Retry with a token bound to its address, and only an
+// Initial that brings that token back makes a connection; below it, clients
+// are served at once (one round trip saved), ngtcp2 keeping the 3x
+// amplification limit until the handshake validates them.
+//
 // Packets: recvmsg one at a time (kMaxPacketsPerPass per wake-up), sendmsg
 // one at a time; a send the socket refuses (EAGAIN) is dropped and counted,
 // and QUIC's loss recovery sends it again. recvmmsg/sendmmsg and GSO are a
@@ -43,6 +50,7 @@ struct QuicGauges {
     std::atomic<uint64_t> connections{0}, connections_total{0};
     std::atomic<uint64_t> packets_received{0}, packets_sent{0}, packets_dropped{0};
     std::atomic<uint64_t> handed_over{0}; // packets of another reactor's connection
+    std::atomic<uint64_t> retries{0};     // Retry packets sent (address validation)
 
     static void bump(std::atomic<uint64_t>& counter, uint64_t by = 1) {
         counter.store(counter.load(std::memory_order_relaxed) + by, std::memory_order_relaxed);
@@ -61,6 +69,10 @@ public:
 
     static constexpr size_t kCidLength = 18; // bytes of the connection IDs lepus issues
     static constexpr size_t kMaxPacketsPerPass = 64;
+    // Handshakes in progress from which a new client must validate its address first.
+    static constexpr size_t kRetryAbove = 64;
+    // How long a Retry token is good for.
+    static constexpr uint64_t kRetryTokenLifetimeMs = 10'000;
 
     QuicEndpoint(Reactor& reactor, UniqueFd fd, const QuicTlsContext& tls,
                  ApplicationFactory factory, QuicGauges& gauges);
@@ -88,6 +100,9 @@ public:
     void make_cid(ngtcp2_cid& cid);
     void add_cid(const ngtcp2_cid& cid, QuicConnection* connection);
     void remove_cid(const ngtcp2_cid& cid);
+    // A connection's handshake began / ended (completed, or the connection closed).
+    void handshake_started() { ++handshaking_; }
+    void handshake_ended() { --handshaking_; }
     // The connection closed: it is deleted at the endpoint's next turn, out
     // of every call of its own.
     void retire(QuicConnection* connection);
@@ -102,6 +117,8 @@ private:
     // One datagram, received here or handed over.
     void dispatch(const SocketAddress& peer, const uint8_t* data, size_t size);
     void accept(const SocketAddress& peer, const uint8_t* data, size_t size);
+    // RFC 9000 §8.1.2: a Retry with a token for `peer` (header: its Initial's).
+    void send_retry(const SocketAddress& peer, const void* header);
     void sweep();
 
     Reactor& reactor_;
@@ -115,6 +132,8 @@ private:
     std::unordered_map<QuicConnection*, std::unique_ptr<QuicConnection>> connections_;
     std::vector<QuicConnection*> retired_, woken_;
     bool accepting_ = true;
+    size_t handshaking_ = 0;
+    uint8_t token_secret_[32]; // keys this endpoint's Retry tokens
     bool deferred_ = false;
     bool unread_ = false; // a pass stopped at kMaxPacketsPerPass with the socket not drained
 };

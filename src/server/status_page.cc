@@ -104,7 +104,8 @@ void render_status_json(const StatusSnapshot& status, std::string& out) {
         append_field(out, "packets_received", r.quic_packets_received);
         append_field(out, "packets_sent", r.quic_packets_sent);
         append_field(out, "packets_dropped", r.quic_packets_dropped);
-        append_field(out, "packets_handed_over", r.quic_packets_handed_over, false);
+        append_field(out, "packets_handed_over", r.quic_packets_handed_over);
+        append_field(out, "retries", r.quic_retries, false);
         out += "}}";
     }
     out += "], \"status_codes\": {";
@@ -190,6 +191,9 @@ void render_status_prometheus(const StatusSnapshot& status, std::string& out) {
     append_per_reactor(out, status, "lepus_quic_packets_dropped_total", "counter",
                        "QUIC packets dropped (unusable, or a full socket buffer).",
                        &R::quic_packets_dropped);
+    append_per_reactor(out, status, "lepus_quic_retries_total", "counter",
+                       "QUIC Retry packets sent (address validation under a handshake flood).",
+                       &R::quic_retries);
     append_metric(out, "lepus_proxy_connections", "gauge",
                   "HTTP backend connections by state, summed over the reactor's backends.");
     const std::pair<const char*, ReactorField> proxy_states[] = {{"busy", &R::proxy_busy},

@@ -35,7 +35,7 @@ struct StatusSnapshot {
         // refused by a full socket buffer; handed over: another reactor's).
         uint64_t http3_connections = 0, http3_connections_total = 0, http3_streams = 0,
                  http3_streams_total = 0, quic_packets_received = 0, quic_packets_sent = 0,
-                 quic_packets_dropped = 0, quic_packets_handed_over = 0;
+                 quic_packets_dropped = 0, quic_packets_handed_over = 0, quic_retries = 0;
     };
     double uptime_seconds = 0;
     std::string version;

@@ -18,6 +18,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import time
 import unittest
 
 import harness
@@ -30,6 +31,7 @@ try:
     from aioquic.h3.connection import H3_ALPN, H3Connection
     from aioquic.h3.events import DataReceived, HeadersReceived
     from aioquic.quic.configuration import QuicConfiguration
+    from aioquic.quic.connection import QuicConnection
     from aioquic.quic.events import ConnectionTerminated, StreamReset
     AIOQUIC = True
 except ImportError:
@@ -328,6 +330,35 @@ class Http3(unittest.TestCase):
             if handed_over() > first:
                 return
         self.fail("no packet was handed to another reactor in 20 migrations")
+
+    def test_handshake_flood_gets_retry_and_the_server_answers(self):
+        # 200 handshakes begun from as many ports and never continued (their
+        # Initials are real, made by aioquic; the answers are never read):
+        # past 64 in progress on a reactor, a new client gets a Retry (RFC 9000
+        # §8.1.2), proves its address with the token, and is served.
+        if not AIOQUIC:
+            self.skipTest("aioquic is not installed (pip install aioquic)")
+        retries = lambda: sum(r["http3"]["retries"] for r in
+                              json.loads(h3_get(self.port, "/status").body)["reactors"])
+        before = retries()
+        flood = []
+        try:
+            for _ in range(200):
+                client = QuicConnection(configuration=QuicConfiguration(
+                    is_client=True, alpn_protocols=H3_ALPN, server_name="localhost"))
+                client.connect(("127.0.0.1", self.port), now=time.time())
+                s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+                s.bind(("127.0.0.1", 0))
+                flood.append(s)
+                for data, address in client.datagrams_to_send(now=time.time()):
+                    s.sendto(data, address)
+            answer = h3_get(self.port, "/index.html")
+            self.assertEqual(answer.status, 200)
+            self.assertEqual(answer.body, b"hello over h3\n")
+            self.assertGreater(retries(), before)
+        finally:
+            for s in flood:
+                s.close()
 
     def test_gtlsclient_download(self):
         if not GTLSCLIENT:

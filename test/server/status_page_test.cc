@@ -59,7 +59,7 @@ TEST(StatusPage, JsonHasTheCounters) {
     EXPECT_NE(out.find("\"http3\": {\"connections\": 12, \"connections_total\": 13, "
                        "\"streams\": 0, \"streams_total\": 14, \"packets_received\": 15, "
                        "\"packets_sent\": 16, \"packets_dropped\": 17, "
-                       "\"packets_handed_over\": 18}"),
+                       "\"packets_handed_over\": 18, \"retries\": 0}"),
               std::string::npos)
         << out;
     EXPECT_NE(out.find("\"limits\": {\"entries\": 3, \"capacity\": 240, \"evictions\": 5, "
