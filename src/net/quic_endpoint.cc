@@ -163,6 +163,7 @@ void QuicEndpoint::accept(const SocketAddress& peer, const uint8_t* data, size_t
     }
     connection->set_application(factory_(*connection));
     connections_.emplace(connection, std::move(owned));
+    reactor_.hold_drain(true); // SIGTERM lets its streams finish
     QuicGauges::bump(gauges_.connections);
     QuicGauges::bump(gauges_.connections_total);
     connection->receive(peer, data, size);
@@ -229,6 +230,10 @@ void QuicEndpoint::sweep() {
         auto found = connections_.find(connection);
         if (found == connections_.end()) continue;
         connections_.erase(found); // ~QuicConnection forgets its IDs
+        reactor_.hold_drain(false);
+        // A draining reactor looks at its count at the top of its loop: one
+        // more turn now, rather than a wait until the drain deadline.
+        if (reactor_.stopping()) wake(nullptr);
         gauges_.connections.store(gauges_.connections.load(std::memory_order_relaxed) - 1,
                                   std::memory_order_relaxed);
     }

@@ -377,6 +377,41 @@ class Http3(unittest.TestCase):
 
 
 class Http3Shutdown(unittest.TestCase):
+    def test_sigterm_lets_a_download_in_flight_finish(self):
+        # The drain waits for HTTP/3 streams as for TCP connections: the
+        # response in flight is complete, then the connection closes with
+        # H3_NO_ERROR and lepus exits 0.
+        if not AIOQUIC:
+            self.skipTest("aioquic is not installed (pip install aioquic)")
+        cert, key = harness.test_certificate()
+        port = harness.free_port()
+        server = harness.Lepus(["--listen", "quic://127.0.0.1:%d" % port, "--tls-cert", cert,
+                                "--tls-key", key], protocol="h1")
+        self.addCleanup(server.stop, self)
+        big = os.urandom(10 * 1024 * 1024)
+        server.write("big.bin", big)
+
+        async def run():
+            configuration = QuicConfiguration(is_client=True, alpn_protocols=H3_ALPN,
+                                              server_name="localhost")
+            configuration.load_verify_locations(cert)
+            async with connect("127.0.0.1", port, configuration=configuration,
+                               create_protocol=H3Client) as client:
+                download = asyncio.ensure_future(client.request("localhost:%d" % port,
+                                                                "/big.bin"))
+                while not client.answers or next(iter(client.answers.values())).status is None:
+                    await asyncio.sleep(0.001)  # until the head is in
+                server.proc.send_signal(signal.SIGTERM)
+                answer = await download
+                closed = await client.closed_by_server()
+                return answer, closed
+
+        answer, closed = asyncio.run(asyncio.wait_for(run(), 60))
+        self.assertEqual(answer.status, 200)
+        self.assertEqual(hashlib.sha256(answer.body).digest(), hashlib.sha256(big).digest())
+        self.assertEqual(closed.error_code, 0x100)
+        self.assertEqual(server.proc.wait(timeout=20), 0)
+
     def test_sigterm_closes_open_connections_with_no_error(self):
         if not AIOQUIC:
             self.skipTest("aioquic is not installed (pip install aioquic)")
