@@ -34,8 +34,10 @@ struct Http3Stream {
     bool body_done = false;
 };
 
+// nghttp3 copies the fields when a response is submitted (unlike nghttp2's
+// NO_COPY fields), so one scratch block serves every stream of the connection.
 struct Http3Engine::HeadFields {
-    std::string text;
+    detail::HeadText text;
     std::vector<nghttp2_nv> fields;
     std::vector<nghttp3_nv> out;
 
