@@ -5,6 +5,7 @@
 namespace lepus {
 
 std::string_view protocol_name(const Request& request) {
+    if (request.version_major >= 3) return "HTTP/3.0";
     if (request.version_major >= 2) return "HTTP/2.0";
     return request.version_minor == 0 ? "HTTP/1.0" : "HTTP/1.1";
 }

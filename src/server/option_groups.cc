@@ -46,7 +46,8 @@ struct ListenValidator : CLI::Validator {
         func_ = [](std::string& text) -> std::string {
             return parse_listen(split_listen_scheme(text).address)
                        ? std::string()
-                       : "'" + text + "' is not [https://]ADDR:PORT, [V6]:PORT, PORT or unix:/PATH";
+                       : "'" + text +
+                             "' is not [https://|quic://]ADDR:PORT, [V6]:PORT, PORT or unix:/PATH";
         };
     }
 };
@@ -97,7 +98,7 @@ void add_listening_options(CLI::App& app, ServerOptions& options, OptionTexts& t
     app.option_defaults()->group("Listening");
     app.add_option("--listen,-l", options.listen,
                    "Address to listen on (repeatable); with ACME (--domain) and no "
-                   "--listen: 80 and https://443")
+                   "--listen: 80 and https://443; quic://ADDR:PORT: HTTP/3 on UDP")
         ->check(listen_address)
         ->capture_default_str()
         ->expected(1) // one address per --listen, so `--listen :80 ROOT` works

@@ -320,6 +320,12 @@ std::string finish_options(const CLI::App& app, ServerOptions& options, const Op
     // no --listen at all an ACME server listens where a CA and browsers look,
     // port 80 (HTTP-01, redirects) and 443 (TLS-ALPN-01, the site).
     if (uses_acme(options) && app.count("--listen") == 0) options.listen = {"80", "https://443"};
+    options.quic_listen.clear();
+    std::erase_if(options.listen, [&](const std::string& text) {
+        if (!split_listen_scheme(text).quic) return false;
+        options.quic_listen.push_back(text);
+        return true;
+    });
     if (std::string error = finish_acme_options(options); !error.empty()) return error;
     if (!options.status_path.empty() && options.status_path.front() != '/')
         return "--status-path must start with /";

@@ -7,6 +7,7 @@
 #include "http/path.h"
 #include "log/access_log.h"
 #include "log/error_log.h"
+#include "net/tls_listen_scheme.h"
 #include "server/auth_stream.h"
 #include "server/response_filters.h"
 #include "server/status_handler.h"
@@ -78,6 +79,11 @@ Router::Router(Worker& worker, const ServerOptions& options)
     std::string error; // the options were checked when they were read
     for (const std::string& text : options.status_allow)
         if (auto network = parse_cidr(text, error)) status_allow_.push_back(*network);
+    // RFC 9114 §3.1.1: HTTPS answers advertise HTTP/3 on the first quic:// listener's port.
+    if (!options.quic_listen.empty()) {
+        std::string_view address = split_listen_scheme(options.quic_listen.front()).address;
+        alt_svc_ = "h3=\":" + std::string(address.substr(address.rfind(':') + 1)) + "\"";
+    }
 }
 
 // The order of the steps is the order of nginx's phases: who the client is and
@@ -172,6 +178,13 @@ void Router::run_steps(Exchange& exchange, RouteState& route, size_t first) {
 void Router::answered(Exchange& exchange, RouteState& route) {
     // The status page answers before a site is needed; every other answer is the site's.
     if (route.site && route.site->uses.headers) add_rule_headers(exchange, route);
+    if (!alt_svc_.empty() && exchange.connection->secure && exchange.request &&
+        exchange.request->version_major < 3) {
+        if (exchange.stream)
+            exchange.stream_fields.add("Alt-Svc", alt_svc_);
+        else if (exchange.response.head.status != 0)
+            exchange.response.head.add("Alt-Svc", alt_svc_);
+    }
 }
 
 Router::StepOutcome Router::step_client(Exchange& exchange, RouteState&) {

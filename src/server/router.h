@@ -207,6 +207,7 @@ private:
     std::string redirect_target_;                  // scratch: where a redirect goes
     std::string location_path_;                    // scratch: a path below a location's root
     BasicAuth auth_;                               // this reactor's verified credentials
+    std::string alt_svc_; // h3=":PORT" with a quic:// listener (RFC 7838), else empty
 };
 
 } // namespace lepus

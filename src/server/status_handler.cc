@@ -34,6 +34,15 @@ StatusSnapshot take_snapshot(Worker& worker, const ServingSet& serving, uint64_t
         r.http2_streams = stats.http2.streams.load(std::memory_order_relaxed);
         r.http2_streams_total = stats.http2.streams_total.load(std::memory_order_relaxed);
         r.http2_connections_total = stats.http2.connections_total.load(std::memory_order_relaxed);
+        r.http3_connections = stats.quic.connections.load(std::memory_order_relaxed);
+        r.http3_connections_total = stats.quic.connections_total.load(std::memory_order_relaxed);
+        r.http3_streams = stats.http3.streams.load(std::memory_order_relaxed);
+        r.http3_streams_total = stats.http3.streams_total.load(std::memory_order_relaxed);
+        r.quic_packets_received = stats.quic.packets_received.load(std::memory_order_relaxed);
+        r.quic_packets_sent = stats.quic.packets_sent.load(std::memory_order_relaxed);
+        r.quic_packets_dropped = stats.quic.packets_dropped.load(std::memory_order_relaxed);
+        r.quic_packets_handed_over = stats.quic.handed_over.load(std::memory_order_relaxed);
+        r.quic_retries = stats.quic.retries.load(std::memory_order_relaxed);
         fastcgi::UpstreamGauges& gauges = each->fastcgi_gauges();
         r.fastcgi_busy = gauges.busy.load(std::memory_order_relaxed);
         r.fastcgi_idle = gauges.idle.load(std::memory_order_relaxed);

@@ -96,6 +96,16 @@ void render_status_json(const StatusSnapshot& status, std::string& out) {
         append_field(out, "streams", r.http2_streams);
         append_field(out, "streams_total", r.http2_streams_total);
         append_field(out, "connections_total", r.http2_connections_total, false);
+        out += "}, \"http3\": {";
+        append_field(out, "connections", r.http3_connections);
+        append_field(out, "connections_total", r.http3_connections_total);
+        append_field(out, "streams", r.http3_streams);
+        append_field(out, "streams_total", r.http3_streams_total);
+        append_field(out, "packets_received", r.quic_packets_received);
+        append_field(out, "packets_sent", r.quic_packets_sent);
+        append_field(out, "packets_dropped", r.quic_packets_dropped);
+        append_field(out, "packets_handed_over", r.quic_packets_handed_over);
+        append_field(out, "retries", r.quic_retries, false);
         out += "}}";
     }
     out += "], \"status_codes\": {";
@@ -168,6 +178,22 @@ void render_status_prometheus(const StatusSnapshot& status, std::string& out) {
                        &R::http2_streams);
     append_per_reactor(out, status, "lepus_http2_streams_total", "counter",
                        "HTTP/2 streams opened.", &R::http2_streams_total);
+    append_per_reactor(out, status, "lepus_http3_connections", "gauge",
+                       "QUIC connections open (HTTP/3).", &R::http3_connections);
+    append_per_reactor(out, status, "lepus_http3_connections_total", "counter",
+                       "QUIC connections opened (HTTP/3).", &R::http3_connections_total);
+    append_per_reactor(out, status, "lepus_http3_streams_total", "counter",
+                       "HTTP/3 request streams opened.", &R::http3_streams_total);
+    append_per_reactor(out, status, "lepus_quic_packets_received_total", "counter",
+                       "UDP packets received on quic:// sockets.", &R::quic_packets_received);
+    append_per_reactor(out, status, "lepus_quic_packets_sent_total", "counter",
+                       "UDP packets sent on quic:// sockets.", &R::quic_packets_sent);
+    append_per_reactor(out, status, "lepus_quic_packets_dropped_total", "counter",
+                       "QUIC packets dropped (unusable, or a full socket buffer).",
+                       &R::quic_packets_dropped);
+    append_per_reactor(out, status, "lepus_quic_retries_total", "counter",
+                       "QUIC Retry packets sent (address validation under a handshake flood).",
+                       &R::quic_retries);
     append_metric(out, "lepus_proxy_connections", "gauge",
                   "HTTP backend connections by state, summed over the reactor's backends.");
     const std::pair<const char*, ReactorField> proxy_states[] = {{"busy", &R::proxy_busy},

@@ -8,7 +8,9 @@
 #include "fastcgi/upstream.h"
 #include "http/http1_engine.h"
 #include "http/http2_engine.h"
+#include "http/http3_engine.h"
 #include "log/async_logger.h"
+#include "net/quic_endpoint.h"
 #include "net/reactor.h"
 #include "net/timer_wheel.h"
 #include "server/client_table.h"
@@ -30,6 +32,8 @@ struct WorkerStats {
     std::atomic<uint64_t> requests{0}, bytes_sent{0};
     PhaseGauges phases; // connections reading and writing
     Http2Gauges http2;  // HTTP/2 connections and streams
+    Http3Gauges http3;  // HTTP/3 streams
+    QuicGauges quic;    // QUIC connections and packets
     std::atomic<uint64_t> cache_hits{0}, cache_misses{0};
     std::array<std::atomic<uint64_t>, 600> responses{}; // by status code
 
@@ -82,6 +86,9 @@ public:
     }
     // Copies the open-file cache counters of every handler into stats().
     void publish_cache_stats();
+    // Before the reactor runs: serves HTTP/3 on `fd`, this reactor's UDP
+    // socket of a quic:// listener; null when the socket cannot be registered.
+    QuicEndpoint* add_quic_endpoint(UniqueFd fd, const QuicTlsContext& tls);
 
 private:
     static void accept_connection(Reactor& reactor, const AcceptedSocket& socket, void* worker);
@@ -106,6 +113,7 @@ private:
     std::vector<std::unique_ptr<ServingSet>> retired_;
     OwnedTimerEntry<Worker> retire_timer_;
     bool exiting_ = false; // ~Worker: the reactor is gone, sets are destroyed at once
+    std::vector<std::unique_ptr<QuicEndpoint>> quic_endpoints_;
 };
 
 } // namespace lepus

@@ -26,6 +26,13 @@ StatusSnapshot sample() {
     r.proxy_idle = 8;
     r.proxy_queued = 9;
     r.proxy_tunnels = 11;
+    r.http3_connections = 12;
+    r.http3_connections_total = 13;
+    r.http3_streams_total = 14;
+    r.quic_packets_received = 15;
+    r.quic_packets_sent = 16;
+    r.quic_packets_dropped = 17;
+    r.quic_packets_handed_over = 18;
     status.reactors = {r, StatusSnapshot::Reactor{}};
     status.status_codes = {{200, 40}, {404, 2}};
     status.fastcgi_502 = 1;
@@ -49,6 +56,12 @@ TEST(StatusPage, JsonHasTheCounters) {
               std::string::npos)
         << out;
     EXPECT_NE(out.find("\"tunnels\": 4"), std::string::npos) << out;
+    EXPECT_NE(out.find("\"http3\": {\"connections\": 12, \"connections_total\": 13, "
+                       "\"streams\": 0, \"streams_total\": 14, \"packets_received\": 15, "
+                       "\"packets_sent\": 16, \"packets_dropped\": 17, "
+                       "\"packets_handed_over\": 18, \"retries\": 0}"),
+              std::string::npos)
+        << out;
     EXPECT_NE(out.find("\"limits\": {\"entries\": 3, \"capacity\": 240, \"evictions\": 5, "
                        "\"sites\": {\"example.com\": {\"limited_requests\": 94, "
                        "\"limited_connections\": 1}, \"\": {\"limited_requests\": 0, "
@@ -96,6 +109,8 @@ TEST(StatusPage, PrometheusLinesAreWellFormed) {
               std::string::npos);
     EXPECT_NE(out.find("lepus_proxy_queued_requests{reactor=\"0\"} 9\n"), std::string::npos);
     EXPECT_NE(out.find("lepus_proxy_tunnels{reactor=\"0\"} 11\n"), std::string::npos);
+    EXPECT_NE(out.find("lepus_http3_connections{reactor=\"0\"} 12\n"), std::string::npos);
+    EXPECT_NE(out.find("lepus_quic_packets_dropped_total{reactor=\"0\"} 17\n"), std::string::npos);
     EXPECT_NE(out.find("lepus_connections{reactor=\"0\",state=\"tunnel\"} 4\n"), std::string::npos);
 }
 
