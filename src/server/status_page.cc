@@ -86,6 +86,13 @@ void render_status_json(const StatusSnapshot& status, std::string& out) {
         append_field(out, "idle", r.proxy_idle);
         append_field(out, "queued", r.proxy_queued);
         append_field(out, "tunnels", r.proxy_tunnels, false);
+        // Apart from the connection gauges above, which readers compare whole.
+        out += "}, \"fastcgi_backends\": {";
+        append_field(out, "down", r.fastcgi_down);
+        append_field(out, "failures", r.fastcgi_failures, false);
+        out += "}, \"proxy_backends\": {";
+        append_field(out, "down", r.proxy_down);
+        append_field(out, "failures", r.proxy_failures, false);
         out += "}, \"tls\": {";
         append_field(out, "connections", r.tls_connections);
         append_field(out, "handshakes", r.tls_handshakes);
@@ -160,6 +167,11 @@ void render_status_prometheus(const StatusSnapshot& status, std::string& out) {
                    state + "\"} " + std::to_string(status.reactors[i].*field) + "\n";
     append_per_reactor(out, status, "lepus_fastcgi_queued_requests", "gauge",
                        "Requests waiting for a FastCGI backend connection.", &R::fastcgi_queued);
+    append_per_reactor(out, status, "lepus_fastcgi_backends_down", "gauge",
+                       "FastCGI backends taken out (max_fails, or failed health checks).",
+                       &R::fastcgi_down);
+    append_per_reactor(out, status, "lepus_fastcgi_backend_failures_total", "counter",
+                       "Failed FastCGI connections and health checks.", &R::fastcgi_failures);
     append_per_reactor(out, status, "lepus_http2_connections", "gauge", "HTTP/2 connections open.",
                        &R::http2_connections);
     append_per_reactor(out, status, "lepus_http2_connections_total", "counter",
@@ -181,6 +193,11 @@ void render_status_prometheus(const StatusSnapshot& status, std::string& out) {
     append_per_reactor(out, status, "lepus_proxy_tunnels", "gauge",
                        "HTTP backend connections a 101 made tunnels (out of the pool).",
                        &R::proxy_tunnels);
+    append_per_reactor(out, status, "lepus_proxy_backends_down", "gauge",
+                       "HTTP backends taken out (max_fails, or failed health checks).",
+                       &R::proxy_down);
+    append_per_reactor(out, status, "lepus_proxy_backend_failures_total", "counter",
+                       "Failed HTTP backend connections and health checks.", &R::proxy_failures);
     append_per_reactor(out, status, "lepus_tls_connections_total", "counter",
                        "Connections accepted on TLS listeners.", &R::tls_connections);
     append_per_reactor(out, status, "lepus_tls_handshakes_total", "counter",

@@ -26,6 +26,8 @@ StatusSnapshot sample() {
     r.proxy_idle = 8;
     r.proxy_queued = 9;
     r.proxy_tunnels = 11;
+    r.proxy_down = 1;
+    r.proxy_failures = 3;
     status.reactors = {r, StatusSnapshot::Reactor{}};
     status.status_codes = {{200, 40}, {404, 2}};
     status.fastcgi_502 = 1;
@@ -47,6 +49,8 @@ TEST(StatusPage, JsonHasTheCounters) {
         << out;
     EXPECT_NE(out.find("\"proxy\": {\"busy\": 6, \"idle\": 8, \"queued\": 9, \"tunnels\": 11}"),
               std::string::npos)
+        << out;
+    EXPECT_NE(out.find("\"proxy_backends\": {\"down\": 1, \"failures\": 3}"), std::string::npos)
         << out;
     EXPECT_NE(out.find("\"tunnels\": 4"), std::string::npos) << out;
     EXPECT_NE(out.find("\"limits\": {\"entries\": 3, \"capacity\": 240, \"evictions\": 5, "
@@ -96,6 +100,8 @@ TEST(StatusPage, PrometheusLinesAreWellFormed) {
               std::string::npos);
     EXPECT_NE(out.find("lepus_proxy_queued_requests{reactor=\"0\"} 9\n"), std::string::npos);
     EXPECT_NE(out.find("lepus_proxy_tunnels{reactor=\"0\"} 11\n"), std::string::npos);
+    EXPECT_NE(out.find("lepus_proxy_backends_down{reactor=\"0\"} 1\n"), std::string::npos);
+    EXPECT_NE(out.find("lepus_proxy_backend_failures_total{reactor=\"0\"} 3\n"), std::string::npos);
     EXPECT_NE(out.find("lepus_connections{reactor=\"0\",state=\"tunnel\"} 4\n"), std::string::npos);
 }
 
