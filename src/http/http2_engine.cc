@@ -262,20 +262,24 @@ void Http2Engine::start_exchange(Http2Stream& stream) {
     offer_body(stream);
 }
 
-void Http2Engine::offer_body(Http2Stream& stream) {
+bool Http2Engine::offer_body(Http2Stream& stream) {
     ResponseStream* backend = stream.exchange.stream.get();
-    if (!backend || stream.body_ended) return;
+    if (!backend || stream.body_ended) return false;
+    bool progress = false;
     if (!stream.body_pending.empty()) {
         size_t taken = backend->offer_body(stream.body_pending);
         if (taken > 0) {
             stream.body_pending.erase(0, taken);
             nghttp2_session_consume(session_, stream.id, taken);
+            progress = true;
         }
     }
     if (stream.request_ended && stream.body_pending.empty()) {
         stream.body_ended = true;
         backend->end_body();
+        progress = true;
     }
+    return progress;
 }
 
 void Http2Engine::poll_streams() {
@@ -284,7 +288,12 @@ void Http2Engine::poll_streams() {
         if (!stream.started || !stream.exchange.stream) continue;
         ResponseStream& backend = *stream.exchange.stream;
         StreamState state = backend.poll();
-        offer_body(stream);
+        // A body held while the stream could not take it (a password check,
+        // a rate limit's delay) goes now; a poll then sends it, as HTTP/1.1
+        // polls after offering: a stream that acts only when polled (a
+        // buffered body opening its backend at its end) would otherwise wait
+        // for a progress that never comes.
+        if (offer_body(stream)) state = backend.poll();
         if (state == StreamState::Pending) continue;
         if (!stream.submitted) {
             if (state == StreamState::Ready)
