@@ -4,8 +4,6 @@
 #include "http/exchange_log.h"
 #include "log/error_log.h"
 
-#include <algorithm>
-
 namespace lepus::fastcgi {
 
 FastCgiExchange::FastCgiExchange(upstream::Group& group, Exchange& exchange,
@@ -46,43 +44,21 @@ size_t FastCgiExchange::offer_body(std::span<const char> data) {
         whole_body_.append(data.data(), data.size());
         return data.size();
     }
-    UpstreamConnection* upstream = this->upstream();
-    if (!request_sent_ || !upstream || upstream->failure() != UpstreamFailure::None) return 0;
-    if (upstream->stdin_full()) {
-        // Send before taking more: a send that empties the buffer raises no
-        // EPOLLOUT edge to bring us back.
-        upstream->flush();
-        if (upstream->stdin_full()) return 0;
-    }
-    size_t take = std::min(data.size(), UpstreamConnection::kStdinHighWater);
-    upstream->append_stdin(data.first(take));
-    return take;
-}
-
-void FastCgiExchange::end_body() {
-    body_ended_ = true;
-    UpstreamConnection* upstream = this->upstream();
-    if (request_sent_ && upstream && upstream->failure() == UpstreamFailure::None) {
-        upstream->end_stdin();
-        upstream->flush();
-    }
+    return BackendStream::offer_body(data);
 }
 
 StreamState FastCgiExchange::poll() {
     // A body of unknown length goes once it is whole (CONTENT_LENGTH first):
     // no connection is taken before.
     if (!length_known_ && !body_ended_) return StreamState::Pending;
-    if (StreamState state = send(); state != StreamState::Ready) return state;
-    UpstreamConnection* upstream = this->upstream();
-    if (!upstream->head_ready()) return StreamState::Pending;
-    if (!head_reported_) {
-        const CgiResponseParser& cgi = upstream->head();
-        head_.status = cgi.status();
-        head_.headers = cgi.headers();
-        head_.content_length = cgi.content_length();
-        head_reported_ = true;
-    }
-    return StreamState::Ready;
+    return BackendStream::poll();
+}
+
+void FastCgiExchange::take_head(upstream::Connection& connection) {
+    const CgiResponseParser& cgi = static_cast<UpstreamConnection&>(connection).head();
+    head_.status = cgi.status();
+    head_.headers = cgi.headers();
+    head_.content_length = cgi.content_length();
 }
 
 void FastCgiExchange::write_request(upstream::Connection& backend) {
@@ -90,7 +66,7 @@ void FastCgiExchange::write_request(upstream::Connection& backend) {
     if (!resend_.empty()) {
         upstream.resend(script_name_, std::move(resend_), resend_complete_);
         std::string().swap(resend_);
-        if (body_ended_ && !resend_complete_) upstream.end_stdin();
+        if (body_ended_ && !resend_complete_) upstream.end_body();
         return;
     }
     const Request& request = this->request();
@@ -115,10 +91,10 @@ void FastCgiExchange::write_request(upstream::Connection& backend) {
     append_cgi_params(params, context);
     params.finish();
     if (!length_known_ && !whole_body_.empty()) {
-        upstream.append_stdin(whole_body_);
+        upstream.append_body(whole_body_);
         std::string().swap(whole_body_);
     }
-    if (body_ended_) upstream.end_stdin();
+    if (body_ended_) upstream.end_body();
     // The engine offers the body bytes already received next, then one write.
 }
 

@@ -11,7 +11,7 @@
 //              -> BEGIN_REQUEST + PARAMS (+ the body bytes already offered
 //                  + the empty STDIN when the body is complete) in one write;
 //                  a Content-Length body then streams as STDIN records while
-//                  it arrives (at most UpstreamConnection::kStdinHighWater
+//                  it arrives (at most upstream::Connection::kSendHighWater
 //                  buffered); a chunked one is kept whole first (bounded by
 //                  --max-body-size in the engine), since PHP needs
 //                  CONTENT_LENGTH up front, as nginx does
@@ -63,13 +63,13 @@ public:
     // (whose request, connection and listener stay valid while the engine calls us).
     FastCgiExchange(upstream::Group& group, Exchange& exchange, const ScriptTarget& target);
 
+    // A chunked body is kept whole before the request goes; an error page's GET has none.
     size_t offer_body(std::span<const char> data) override;
-    void end_body() override;
     StreamState poll() override;
 
 private:
-    UpstreamConnection* upstream() const { return static_cast<UpstreamConnection*>(connection()); }
     void write_request(upstream::Connection& backend) override;
+    void take_head(upstream::Connection& connection) override;
     // The error log's context of this request (http/exchange_log.h), for log_context.
     static void append_log_context(const void* self, std::string& out);
 
@@ -85,7 +85,6 @@ private:
     // A body of unknown length (chunked), kept until it is complete.
     std::string whole_body_;
     bool length_known_ = true;
-    bool body_ended_ = false;
 };
 
 } // namespace lepus::fastcgi

@@ -39,12 +39,12 @@ ParamsWriter& UpstreamConnection::begin_request(std::string_view script_name) {
     return params_;
 }
 
-void UpstreamConnection::append_stdin(std::span<const char> data) {
+void UpstreamConnection::append_body(std::span<const char> data) {
     reserve_append(data.size());
     append_stream(wbuf_, RecordType::Stdin, kRequestId, data);
 }
 
-void UpstreamConnection::end_stdin() {
+void UpstreamConnection::end_body() {
     append_stream_end(wbuf_, RecordType::Stdin, kRequestId);
     request_done_ = true;
 }
@@ -159,7 +159,7 @@ void UpstreamConnection::write_probe(std::string_view path, std::string_view roo
     params.add("GATEWAY_INTERFACE", "CGI/1.1");
     params.add("HTTP_USER_AGENT", "lepus health check");
     params.finish();
-    end_stdin();
+    end_body();
 }
 
 std::string UpstreamConnection::log_context() const {

@@ -29,8 +29,6 @@ using UpstreamClient = upstream::Client;
 class UpstreamConnection final : public upstream::Connection {
 public:
     static constexpr uint16_t kRequestId = 1;
-    // STDIN bytes buffered for php-fpm before the client stops being read.
-    static constexpr size_t kStdinHighWater = kSendHighWater;
 
     using Connection::Connection;
 
@@ -44,11 +42,9 @@ public:
         begin_with(std::move(records), true, complete);
     }
     // Appends STDIN records carrying `data` (copied).
-    void append_stdin(std::span<const char> data);
+    void append_body(std::span<const char> data) override;
     // Appends the empty STDIN record that ends the body.
-    void end_stdin();
-    // True when the STDIN buffer is over its bound: stop reading the client's body.
-    bool stdin_full() const { return send_full(); }
+    void end_body() override;
 
     // --- the response ---
     // The CGI header block is complete (head_ready()): head() holds status and headers.

@@ -153,52 +153,30 @@ ProxyExchange::ProxyExchange(BackendGroup& group, Exchange& exchange, const Prox
 }
 
 size_t ProxyExchange::offer_body(std::span<const char> data) {
-    BackendConnection* backend = this->backend();
-    if (!request_sent_ || !backend || backend->failure() != BackendFailure::None) return 0;
-    if (backend->tunnel() && backend->ended()) return data.size(); // the backend left
-    if (backend->send_full()) {
-        // Send before taking more: a send that empties the buffer raises no
-        // EPOLLOUT edge to bring us back.
-        backend->flush();
-        if (backend->send_full()) return 0;
-    }
-    size_t take = std::min(data.size(), BackendConnection::kSendHighWater);
-    backend->append_body(data.first(take), chunked_);
-    return take;
+    BackendConnection* backend = static_cast<BackendConnection*>(connection());
+    if (request_sent_ && backend && backend->failure() == BackendFailure::None &&
+        backend->tunnel() && backend->ended())
+        return data.size(); // the backend left the tunnel: nobody reads the client's bytes
+    return BackendStream::offer_body(data);
 }
 
-void ProxyExchange::end_body() {
-    body_ended_ = true;
-    BackendConnection* backend = this->backend();
-    if (request_sent_ && backend && backend->failure() == BackendFailure::None) {
-        backend->end_body(chunked_);
-        backend->flush();
-    }
-}
-
-StreamState ProxyExchange::poll() {
-    if (StreamState state = send(); state != StreamState::Ready) return state;
-    BackendConnection* backend = this->backend();
-    if (!backend->head_ready()) return StreamState::Pending;
-    if (!head_reported_) {
-        const ResponseHead& head = backend->head();
-        // The engine drops the usual hop-by-hop fields; those the backend's
-        // Connection names are dropped here (RFC 9110 §7.6.1).
-        // A tunnel's Upgrade names the protocol switched to: it stays.
-        headers_.clear();
-        bool tunnel = backend->tunnel();
-        for (const Header& header : head.headers())
-            if (!head.named_in_connection(header.name) ||
-                (tunnel && ascii_iequals(header.name, "Upgrade")))
-                headers_.push_back(header);
-        head_.status = head.status();
-        head_.headers = headers_;
-        head_.content_length = head.content_length();
-        // A 101 the client asked for: the engine makes the connection a tunnel.
-        head_.upgrade = backend->tunnel();
-        head_reported_ = true;
-    }
-    return StreamState::Ready;
+// The engine drops the usual hop-by-hop fields; those the backend's
+// Connection names are dropped here (RFC 9110 §7.6.1). A tunnel's Upgrade
+// names the protocol switched to: it stays.
+void ProxyExchange::take_head(upstream::Connection& connection) {
+    auto& backend = static_cast<BackendConnection&>(connection);
+    const ResponseHead& head = backend.head();
+    headers_.clear();
+    bool tunnel = backend.tunnel();
+    for (const Header& header : head.headers())
+        if (!head.named_in_connection(header.name) ||
+            (tunnel && ascii_iequals(header.name, "Upgrade")))
+            headers_.push_back(header);
+    head_.status = head.status();
+    head_.headers = headers_;
+    head_.content_length = head.content_length();
+    // A 101 the client asked for: the engine makes the connection a tunnel.
+    head_.upgrade = tunnel;
 }
 
 void ProxyExchange::write_request(upstream::Connection& connection) {
@@ -209,15 +187,15 @@ void ProxyExchange::write_request(upstream::Connection& connection) {
     if (resend_.empty()) {
         std::string head;
         append_request_head(request, *exchange_.connection, exchange_.client, host_, head);
-        backend.begin_request(head, request.is_head(), replayable, upgrade);
+        backend.begin_request(head, request.is_head(), replayable, upgrade, chunked_);
     } else {
-        backend.begin_request(resend_, request.is_head(), replayable, upgrade);
+        // What another backend could not send, already framed: a complete
+        // one needs no last chunk.
+        backend.begin_request(resend_, request.is_head(), replayable, upgrade,
+                              chunked_ && !resend_complete_);
         std::string().swap(resend_);
     }
-    if (resend_complete_)
-        backend.end_body(false);
-    else if (body_ended_)
-        backend.end_body(chunked_);
+    if (resend_complete_ || body_ended_) backend.end_body();
 }
 
 bool ProxyExchange::wants_tunnel() const {

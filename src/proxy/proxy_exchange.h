@@ -43,20 +43,18 @@ class ProxyExchange final : public upstream::BackendStream {
 public:
     ProxyExchange(BackendGroup& group, Exchange& exchange, const ProxyTarget& target);
 
+    // Once the backend left a tunnel, the client's bytes are dropped.
     size_t offer_body(std::span<const char> data) override;
-    void end_body() override;
-    StreamState poll() override;
 
 private:
-    BackendConnection* backend() const { return static_cast<BackendConnection*>(connection()); }
     void write_request(upstream::Connection& connection) override;
+    void take_head(upstream::Connection& connection) override;
     bool wants_tunnel() const override;
 
     std::string host_;
     std::string server_;          // ProxyTarget::server
     std::vector<Header> headers_; // the backend's, without its hop-by-hop fields
     bool chunked_ = false;        // the body goes chunked (the client's was)
-    bool body_ended_ = false;
 };
 
 // The Upgrade field's value when `request` asks to switch protocols (HTTP/1.1,

@@ -34,27 +34,29 @@ void BackendConnection::reset_response() {
 }
 
 void BackendConnection::begin_request(std::string_view head, bool head_request, bool replayable,
-                                      bool upgrade) {
+                                      bool upgrade, bool chunked) {
     begin(replayable);
     wbuf_.assign(head);
     head_request_ = head_request;
     upgrade_ = upgrade;
+    chunked_ = chunked;
 }
 
-void BackendConnection::append_body(std::span<const char> data, bool chunked) {
+void BackendConnection::append_body(std::span<const char> data) {
     if (data.empty()) return;
-    reserve_append(data.size() + (chunked ? 20 : 0));
-    if (chunked) {
+    bool chunk = chunked_ && !tunnel(); // a tunnel carries the client's bytes as they are
+    reserve_append(data.size() + (chunk ? 20 : 0));
+    if (chunk) {
         append_hex(data.size(), wbuf_);
         wbuf_.append("\r\n");
     }
     wbuf_.append(data.data(), data.size());
-    if (chunked) wbuf_.append("\r\n");
+    if (chunk) wbuf_.append("\r\n");
 }
 
-void BackendConnection::end_body(bool chunked) {
+void BackendConnection::end_body() {
     if (request_done_) return;
-    if (chunked) wbuf_.append("0\r\n\r\n"); // RFC 9112 §7.1: the last chunk, no trailers
+    if (chunked_) wbuf_.append("0\r\n\r\n"); // RFC 9112 §7.1: the last chunk, no trailers
     request_done_ = true;
 }
 
@@ -110,7 +112,7 @@ void BackendConnection::write_probe(std::string_view path, std::string_view) {
                                              : std::string_view(address));
     head.append("\r\nUser-Agent: lepus health check\r\nConnection: close\r\n\r\n");
     begin_request(head, false, false);
-    end_body(false);
+    end_body();
 }
 
 // De-frames body bytes of `data` into body_; false after a failure.

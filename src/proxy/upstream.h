@@ -33,16 +33,17 @@ public:
     // has no body; `replayable`: an idempotent request that may be sent again
     // on a new connection when a pooled one turns out dead (RFC 9110 §9.2.2);
     // `upgrade`: the request asks to switch protocols, so a 101 makes the
-    // connection a tunnel (any other 101 is the backend's error).
+    // connection a tunnel (any other 101 is the backend's error); `chunked`:
+    // the body goes in chunks (the client's came chunked).
     void begin_request(std::string_view head, bool head_request, bool replayable,
-                       bool upgrade = false);
+                       bool upgrade = false, bool chunked = false);
     // A 101 answered the upgrade: body() carries the backend's raw bytes and
-    // append_body(data, false) the client's, until ended() (a close).
+    // append_body(data) the client's, until ended() (a close).
     bool tunnel() const { return framing_ == BodyFraming::Tunnel; }
-    // Appends body bytes (copied), in chunks when `chunked`.
-    void append_body(std::span<const char> data, bool chunked);
-    // The body is complete (the last chunk when `chunked`).
-    void end_body(bool chunked);
+    // Appends body bytes (copied), in chunks when the request is chunked.
+    void append_body(std::span<const char> data) override;
+    // The body is complete (the last chunk when the request is chunked).
+    void end_body() override;
 
     // --- the response ---
     const ResponseHead& head() const { return head_; }
@@ -66,6 +67,7 @@ private:
     ChunkedDecoder chunks_;
     bool head_request_ = false;
     bool upgrade_ = false; // the request asked to switch protocols
+    bool chunked_ = false; // the request body goes in chunks
 };
 
 // The per-reactor pool of connections to one HTTP backend.

@@ -2,6 +2,8 @@
 
 #include "log/error_log.h"
 
+#include <algorithm>
+
 namespace lepus::upstream {
 
 BackendStream::BackendStream(Group& group, Exchange& exchange)
@@ -40,6 +42,40 @@ StreamState BackendStream::send() {
         if (!fail_over()) return failed(connection.failure());
         request_sent_ = false;
     }
+}
+
+size_t BackendStream::offer_body(std::span<const char> data) {
+    Connection* connection = this->connection();
+    if (!request_sent_ || !connection || connection->failure() != Failure::None) return 0;
+    if (connection->send_full()) {
+        // Send before taking more: a send that empties the buffer raises no
+        // EPOLLOUT edge to bring us back.
+        connection->flush();
+        if (connection->send_full()) return 0;
+    }
+    size_t take = std::min(data.size(), Connection::kSendHighWater);
+    connection->append_body(data.first(take));
+    return take;
+}
+
+void BackendStream::end_body() {
+    body_ended_ = true;
+    Connection* connection = this->connection();
+    if (request_sent_ && connection && connection->failure() == Failure::None) {
+        connection->end_body();
+        connection->flush();
+    }
+}
+
+StreamState BackendStream::poll() {
+    if (StreamState state = send(); state != StreamState::Ready) return state;
+    Connection& connection = *this->connection();
+    if (!connection.head_ready()) return StreamState::Pending;
+    if (!head_reported_) {
+        take_head(connection);
+        head_reported_ = true;
+    }
+    return StreamState::Ready;
 }
 
 StreamState BackendStream::admission() {

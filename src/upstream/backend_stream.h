@@ -24,6 +24,14 @@ class BackendStream : public ResponseStream, public Client {
 public:
     ~BackendStream() override;
 
+    // The request body goes to the connection in its protocol's framing
+    // (Connection::append_body) once the request head is on it, while less
+    // than Connection::kSendHighWater waits to be sent (back-pressure).
+    size_t offer_body(std::span<const char> data) override;
+    void end_body() override;
+    // send(), then Ready once the connection has the response head (take_head).
+    StreamState poll() override;
+
     const StreamHead& head() const override { return head_; }
     std::span<const char> body() const override;
     void consume(size_t bytes) override;
@@ -48,6 +56,8 @@ protected:
     StreamState send();
     // Writes the request (or resend_, after a fail-over) on `connection`.
     virtual void write_request(Connection& connection) = 0;
+    // Fills head_ from the connection's response head (once, at the first Ready).
+    virtual void take_head(Connection& connection) = 0;
     // The request asks to switch protocols: it needs a tunnel slot.
     virtual bool wants_tunnel() const { return false; }
     // A failed connection's answer: 504 after a timeout, else 502 (Broken after the head).
@@ -66,6 +76,7 @@ protected:
     std::span<const Header> error_fields_;
     bool request_sent_ = false;
     bool head_reported_ = false;
+    bool body_ended_ = false; // the client's body is complete
 
 private:
     void acquire();

@@ -156,6 +156,11 @@ public:
     void flush();
     // True when the send buffer is over its bound: stop reading the client's body.
     bool send_full() const { return wbuf_.size() - wsent_ >= kSendHighWater; }
+    // The request body in the protocol's framing (FastCGI's STDIN records,
+    // HTTP/1.1 chunks when the client's body came chunked): bytes (copied)...
+    virtual void append_body(std::span<const char> data) = 0;
+    // ...and their end.
+    virtual void end_body() = 0;
     // Response body bytes received and not yet consumed.
     std::span<const char> body() const {
         return {body_.data() + body_pos_, body_.size() - body_pos_};

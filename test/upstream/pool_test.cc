@@ -36,6 +36,9 @@ public:
         request_done_ = true;
         flush();
     }
+    // Requests are one line each: no body.
+    void append_body(std::span<const char>) override {}
+    void end_body() override {}
 
 private:
     void write_probe(std::string_view path, std::string_view) override { send(std::string(path)); }
