@@ -50,6 +50,18 @@ struct StatusSnapshot {
         uint64_t requests = 0, connections = 0;
     };
     std::vector<LimitedSite> limited;
+    // Each backend (FastCGI or HTTP), summed over the reactors' pools of it:
+    // how many reactors have it taken out, requests in flight, failures since
+    // start, and its last active health check (the most recent of any
+    // reactor: how long ago, and whether it passed).
+    struct Backend {
+        std::string protocol; // "fastcgi" or "proxy"
+        std::string address;
+        uint64_t reactors = 0, down = 0, in_flight = 0, failures = 0;
+        bool checked = false, last_check_passed = false;
+        double last_check_seconds_ago = 0;
+    };
+    std::vector<Backend> backends;
 };
 
 // {"uptime_seconds": ..., "reactors": [...], "status_codes": {"200": n}, ...}

@@ -27,11 +27,27 @@ bool PoolOptions::operator==(const PoolOptions& other) const {
            head_max == other.head_max;
 }
 
+void UpstreamGauges::add_backend(const std::shared_ptr<BackendGauges>& backend) {
+    std::lock_guard lock(backends_mutex_);
+    std::erase_if(backends_, [](const auto& each) { return each.expired(); });
+    backends_.push_back(backend);
+}
+
+std::vector<std::shared_ptr<const BackendGauges>> UpstreamGauges::backends() const {
+    std::vector<std::shared_ptr<const BackendGauges>> alive;
+    std::lock_guard lock(backends_mutex_);
+    for (const auto& each : backends_)
+        if (auto backend = each.lock()) alive.push_back(std::move(backend));
+    return alive;
+}
+
 Pool::Pool(Reactor& reactor, PoolOptions options, UpstreamGauges* gauges,
            const ProtocolNames& names)
-    : reactor_(reactor), options_(std::move(options)), gauges_(gauges), names_(names),
+    : reactor_(reactor), options_(std::move(options)), gauges_(gauges),
+      backend_gauges_(std::make_shared<BackendGauges>(options_.address.text)), names_(names),
       queue_timer_(this, &Pool::on_queue_timer), health_timer_(this, &Pool::on_health_timer) {
     options_.connections = std::max<size_t>(1, options_.connections);
+    if (gauges_) gauges_->add_backend(backend_gauges_);
     // Made on the reactor's thread (adopt_pools): the first check one interval from now.
     if (options_.health_interval_ms > 0)
         reactor_.timers().schedule(health_timer_, reactor_.now_ms() + options_.health_interval_ms);
@@ -74,12 +90,14 @@ void Pool::add_to_gauges(uint64_t busy, uint64_t idle, uint64_t queued, uint64_t
 }
 
 void Pool::publish_health(bool failed) {
-    if (!gauges_) return;
     auto add = [](std::atomic<uint64_t>& gauge, uint64_t delta) {
         gauge.store(gauge.load(std::memory_order_relaxed) + delta, std::memory_order_relaxed);
     };
-    if (failed) add(gauges_->failures, 1);
     bool down = out_ || checked_out_;
+    if (failed) add(backend_gauges_->failures, 1);
+    backend_gauges_->down.store(down, std::memory_order_relaxed);
+    if (!gauges_) return;
+    if (failed) add(gauges_->failures, 1);
     if (down != published_down_) add(gauges_->down, down ? 1 : uint64_t(-1));
     published_down_ = down;
 }
@@ -89,6 +107,7 @@ void Pool::publish_gauges() {
     uint64_t tunnels = tunnels_.size();
     add_to_gauges(busy - published_busy_, idle - published_idle_, queued - published_queued_,
                   tunnels - published_tunnels_);
+    if (busy != published_busy_) backend_gauges_->in_flight.store(busy, std::memory_order_relaxed);
     published_busy_ = busy;
     published_idle_ = idle;
     published_queued_ = queued;
@@ -285,6 +304,8 @@ void Pool::on_probe_progress() {
 
 void Pool::probe_done(bool passed, const char* why) {
     if (Connection* probe = probe_client_.connection()) probe->release();
+    backend_gauges_->last_check_ms.store(reactor_.now_ms(), std::memory_order_relaxed);
+    backend_gauges_->last_check_passed.store(passed, std::memory_order_relaxed);
     if (passed) {
         check_fails_ = 0;
         if (!checked_out_ || ++check_passes_ < std::max(1u, options_.health_passes)) return;

@@ -32,6 +32,7 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <span>
 #include <string>
 #include <vector>
@@ -74,6 +75,21 @@ struct ProtocolNames {
     const char* connect_timeout_flag; // "--fastcgi-connect-timeout"
 };
 
+// One backend as one reactor's pool sees it, for the status page's list of
+// backends. Written by the pool's reactor thread (load + store), read by the
+// status page's; the pool and UpstreamGauges' list share it, so a pool that a
+// reload retired drops out of the list with its last owner.
+struct BackendGauges {
+    explicit BackendGauges(std::string backend_address) : address(std::move(backend_address)) {}
+    const std::string address;
+    std::atomic<uint64_t> in_flight{0}; // connections serving or draining a request
+    std::atomic<uint64_t> failures{0};  // failed connections and health checks, since start
+    std::atomic<bool> down{false};      // taken out (max_fails, or its health checks)
+    // The last active health check (the reactor's clock; 0: none yet) and its verdict.
+    std::atomic<uint64_t> last_check_ms{0};
+    std::atomic<bool> last_check_passed{false};
+};
+
 // What one reactor's pools are doing, for the status page. A reactor may have
 // several pools (one per backend); each adds what it holds into the same
 // gauges. Written by the reactor thread only (load + store, no locked
@@ -85,6 +101,16 @@ struct UpstreamGauges {
     std::atomic<uint64_t> tunnels{0};  // backend connections a 101 made tunnels
     std::atomic<uint64_t> down{0};     // backends taken out (max_fails, or their health checks)
     std::atomic<uint64_t> failures{0}; // failed connections and health checks, since start
+
+    // Each pool's own figures (a pool adds its own when it is made, on its
+    // reactor thread; a reload is rare enough for a lock).
+    void add_backend(const std::shared_ptr<BackendGauges>& backend);
+    // Those of the pools alive now.
+    std::vector<std::shared_ptr<const BackendGauges>> backends() const;
+
+private:
+    mutable std::mutex backends_mutex_;
+    std::vector<std::weak_ptr<const BackendGauges>> backends_;
 };
 
 // Why a request's backend exchange failed.
@@ -376,6 +402,7 @@ private:
     Reactor& reactor_;
     PoolOptions options_;
     UpstreamGauges* gauges_;
+    std::shared_ptr<BackendGauges> backend_gauges_; // this backend's, for the status page
     const ProtocolNames& names_;
     uint64_t published_busy_ = 0, published_idle_ = 0, published_queued_ = 0;
     uint64_t published_tunnels_ = 0;

@@ -12,6 +12,7 @@ import concurrent.futures
 import http.server
 import json
 import os
+import re
 import shutil
 import socket
 import socketserver
@@ -40,7 +41,8 @@ class NamedHandler(http.server.BaseHTTPRequestHandler):
         pass
 
     def do_GET(self):
-        time.sleep(self.server.delay)
+        if self.path != "/health":  # a slow backend still passes its checks
+            time.sleep(self.server.delay)
         body = self.server.name.encode()
         if self.path == "/health":
             with self.server.lock:
@@ -305,6 +307,51 @@ class ProxyBalancing(unittest.TestCase):
         self.assertIn(b"a", {server.fetch("/x").body for _ in range(4)})
         self.assertEqual(proxy_status("down"), 0)
         self.assertGreater(b.checks, 0)
+
+    # The status page lists each backend: its state, requests in flight,
+    # failures and last check, in JSON and for Prometheus.
+    def test_the_status_page_shows_each_backend(self):
+        a, b = self.backends(("a", 0), ("b", 1.0))
+        config, _ = site_config(
+            self, 'proxy = { address = ["%s", "%s"], health = { path = "/health", '
+            'interval = "100ms", fails = 2, passes = 2 } }' % (a.address, b.address))
+        server = start(self, config, "--status-path", "/_status")
+
+        def backends():
+            listed = json.loads(server.fetch("/_status").body)["backends"]
+            return {backend["address"]: backend for backend in listed}
+
+        a.healthy = False
+        wait_for_log(self, server, "health check of /health failed 2 time(s) (status 503), taken out")
+        slow = threading.Thread(target=lambda: server.fetch("/x", timeout=10))
+        slow.start()
+        self.addCleanup(slow.join)
+
+        def in_flight():
+            listed = backends()
+            return listed if listed[b.address]["in_flight"] == 1 else None
+        listed, deadline = None, time.monotonic() + 5
+        while listed is None and time.monotonic() < deadline:
+            listed = in_flight()
+            time.sleep(0.02)
+        self.assertIsNotNone(listed, "no request in flight to b")
+        down, up = listed[a.address], listed[b.address]
+        self.assertEqual((down["protocol"], down["state"], down["in_flight"]), ("proxy", "down", 0))
+        self.assertGreaterEqual(down["failures"], 2)
+        self.assertFalse(down["last_check"]["passed"])
+        self.assertEqual((up["state"], up["failures"]), ("up", 0))
+        self.assertTrue(up["last_check"]["passed"])
+        self.assertLess(up["last_check"]["seconds_ago"], 5)
+        metrics = server.fetch("/_status?format=prometheus").body.decode()
+        self.assertIn('lepus_backend_up{protocol="proxy",backend="%s"} 0\n' % a.address, metrics)
+        self.assertIn('lepus_backend_up{protocol="proxy",backend="%s"} 1\n' % b.address, metrics)
+        failures = re.search(r'lepus_backend_failures_total\{protocol="proxy",backend="%s"\} '
+                             r'(\d+)\n' % a.address, metrics)
+        self.assertGreaterEqual(int(failures.group(1)), 2, metrics)
+        self.assertIn('lepus_backend_last_check_passed{protocol="proxy",backend="%s"} 0\n'
+                      % a.address, metrics)
+        self.assertRegex(metrics, r'lepus_backend_last_check_seconds\{protocol="proxy",'
+                         r'backend="%s"\} \d+\.\d{3}\n' % b.address)
 
     # One backend takes 0.3 s a request, the other answers at once; eight
     # clients at a time. Round robin would give each half; least connections
