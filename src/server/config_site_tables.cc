@@ -123,7 +123,7 @@ public:
             error(value, "'" + std::string(name) + "' is " + choices);
     }
 
-    // `balance`, `hash_key`, `weights`, `max_fails` and `fail_timeout`, which
+    // `balance`, `hash_key`, `weights`, `max_fails`, `fail_timeout` and `slow_start`, which
     // fastcgi and proxy share;
     // false for any other key.
     bool balancing_key(std::string_view name, const toml::node& value,
@@ -141,6 +141,14 @@ public:
             if (auto fails = count(value, name)) balancing.max_fails = *fails;
         } else if (name == "fail_timeout") {
             if (auto ms = duration(value, name)) balancing.fail_timeout_ms = *ms;
+        } else if (name == "slow_start") {
+            // "0s" (or 0): a backend back in gets its whole weight at once.
+            auto text = scalar_text(value);
+            auto ms = text ? parse_duration_ms(*text) : std::nullopt;
+            if (ms)
+                balancing.slow_start_ms = *ms;
+            else
+                error(value, "'slow_start' must be a duration such as 10s, 30s or 0s");
         } else if (name == "weights") {
             const toml::array* array = value.as_array();
             balancing.weights.clear();

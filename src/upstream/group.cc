@@ -9,6 +9,9 @@ namespace {
 
 // Points on the ring per unit of weight, as nginx's `hash ... consistent` (ketama).
 constexpr unsigned kPointsPerWeight = 160;
+// Weights are counted in these parts, so that a backend eased in starts at a
+// small fraction of weight 1.
+constexpr int64_t kWeightScale = 100;
 
 // FNV-1a, then a 64-bit finaliser (MurmurHash3's fmix64) so that keys that
 // differ in one byte land far apart; the top 32 bits are the point.
@@ -113,6 +116,16 @@ bool Group::available(size_t member, uint64_t now_ms, const Pool* skip) const {
     return &pool != skip && pool.down_until_ms <= now_ms;
 }
 
+// Linear from 1 part at the moment it is back to its whole weight after
+// slow_start_ms (nginx Plus's slow_start).
+int64_t Group::weight_now(size_t member, uint64_t now_ms) const {
+    int64_t full = int64_t(balancing_.weights[member]) * kWeightScale;
+    uint64_t since = pools_[member]->back_since_ms, ramp = balancing_.slow_start_ms;
+    if (ramp == 0 || since == 0 || now_ms >= since + ramp) return full;
+    uint64_t elapsed = now_ms > since ? now_ms - since : 0;
+    return std::max<int64_t>(1, full * int64_t(elapsed) / int64_t(ramp));
+}
+
 Pool& Group::pick(uint64_t now_ms, std::string_view key, const Pool* skip) {
     if (pools_.size() == 1) return *pools_[0];
     std::optional<size_t> member;
@@ -139,8 +152,9 @@ std::optional<size_t> Group::round_robin(uint64_t now_ms, const Pool* skip) {
     int64_t total = 0;
     for (size_t member = 0; member < pools_.size(); ++member) {
         if (!available(member, now_ms, skip)) continue;
-        current_[member] += balancing_.weights[member];
-        total += balancing_.weights[member];
+        int64_t weight = weight_now(member, now_ms);
+        current_[member] += weight;
+        total += weight;
         if (!best || current_[member] > current_[*best]) best = member;
     }
     if (best) current_[*best] -= total;
@@ -148,7 +162,8 @@ std::optional<size_t> Group::round_robin(uint64_t now_ms, const Pool* skip) {
 }
 
 // The fewest requests in flight (busy connections and waiters) for its
-// weight; ties go round robin, so that an idle group still spreads.
+// weight; ties go round robin, so that an idle group still spreads. One
+// eased in counts its load against its present weight.
 std::optional<size_t> Group::least_connections(uint64_t now_ms, const Pool* skip) {
     std::optional<size_t> best;
     uint64_t best_load = 0, best_weight = 1;
@@ -158,8 +173,10 @@ std::optional<size_t> Group::least_connections(uint64_t now_ms, const Pool* skip
         if (!available(member, now_ms, skip)) continue;
         const Pool& pool = *pools_[member];
         uint64_t load = pool.busy_connections() + pool.queued(),
-                 weight = balancing_.weights[member];
-        if (!best || load * best_weight < best_load * weight) {
+                 weight = uint64_t(weight_now(member, now_ms));
+        // The load with this request, so that weights (and an eased-in
+        // backend's small one) count when nothing is in flight too.
+        if (!best || (load + 1) * best_weight < (best_load + 1) * weight) {
             best = member;
             best_load = load;
             best_weight = weight;

@@ -5,7 +5,11 @@
 // nginx's `hash ... consistent`, Caddy's lb_policy), for sticky sessions.
 // A backend that refused a connection lately (Pool::down_until_ms) is passed
 // over while another is available; the hash then takes the next backend on
-// its ring, so only that backend's keys move.
+// its ring, so only that backend's keys move. A backend back in after being
+// out is eased in over `slow_start` (nginx Plus's and HAProxy's slowstart):
+// round robin and least connections weigh it from almost nothing up to its
+// weight, so a backend that just restarted (cold caches, a php-fpm spawning
+// children) is not flooded with its whole share at once.
 #pragma once
 
 #include "http/exchange.h"
@@ -40,6 +44,8 @@ struct Balancing {
     std::vector<unsigned> weights;
     unsigned max_fails = 1;
     uint64_t fail_timeout_ms = 10000;
+    // `slow_start`: how long a backend back in takes to reach its weight (0: at once).
+    uint64_t slow_start_ms = 10000;
     // `health = { path, interval, fails, passes }` (PoolOptions' health_*).
     std::string health_path;
     uint64_t health_interval_ms = 0;
@@ -71,6 +77,8 @@ public:
 
 private:
     bool available(size_t member, uint64_t now_ms, const Pool* skip) const;
+    // The member's weight now, in 1/kWeightScale: less while it is eased in.
+    int64_t weight_now(size_t member, uint64_t now_ms) const;
     std::optional<size_t> round_robin(uint64_t now_ms, const Pool* skip);
     std::optional<size_t> least_connections(uint64_t now_ms, const Pool* skip);
     std::optional<size_t> hashed(std::string_view key, uint64_t now_ms, const Pool* skip);

@@ -249,7 +249,7 @@ void Pool::note_failure(const char* reason) {
         first_failure_ms_ = now;
     }
     if (++failures_ < std::max(1u, options_.max_fails)) return;
-    if (!checked_out_) down_until_ms = now + options_.fail_timeout_ms;
+    if (!checked_out_) back_since_ms = down_until_ms = now + options_.fail_timeout_ms;
     failures_ = 0;
     if (!out_)
         log_error("%s %s: taken out for %llu ms after %u failure(s) within %llu ms, the last: %s",
@@ -265,7 +265,11 @@ void Pool::note_answer_slow() {
     failures_ = 0;
     if (!out_) return;
     out_ = false;
-    if (!checked_out_) down_until_ms = 0;
+    if (!checked_out_) {
+        // Answered before its fail_timeout was over (every backend was out).
+        back_since_ms = std::min(back_since_ms, reactor_.now_ms());
+        down_until_ms = 0;
+    }
     publish_health(false);
     log_warn("%s %s: answers again, back in", names_.protocol, options_.address.text.c_str());
 }
@@ -311,6 +315,7 @@ void Pool::probe_done(bool passed, const char* why) {
         if (!checked_out_ || ++check_passes_ < std::max(1u, options_.health_passes)) return;
         checked_out_ = false;
         down_until_ms = 0;
+        back_since_ms = reactor_.now_ms();
         publish_health(false);
         log_warn("%s %s: health check passed %u time(s), back in", names_.protocol,
                  options_.address.text.c_str(), std::max(1u, options_.health_passes));

@@ -350,6 +350,10 @@ public:
 
     // Passive health: a backend that failed max_fails times is skipped until then.
     uint64_t down_until_ms = 0;
+    // When the backend was last back in (0: never out): the balancing eases
+    // it in from then (Group's slow start). A passive take-out sets it to
+    // down_until_ms, when the backend is tried again.
+    uint64_t back_since_ms = 0;
     // A connection to the backend failed (`reason` for the error log).
     void note_failure(const char* reason);
     // An answer came: the failures are forgotten, and a backend taken out is back.

@@ -212,8 +212,9 @@ class FastCgiBackends(unittest.TestCase):
     def test_active_health_checks_of_php_fpm(self):
         a, b = php_pools(self, 2)
         config, root = site_config(
-            self, 'fastcgi = { address = ["%s", "%s"], health = { path = "/health.php", '
-            'interval = "100ms", fails = 2, passes = 2 } }' % (a.address, b.address))
+            self, 'fastcgi = { address = ["%s", "%s"], slow_start = "0s", health = { '
+            'path = "/health.php", interval = "100ms", fails = 2, passes = 2 } }'
+            % (a.address, b.address))
         shutil.copy(os.path.join(PHP_DIR, "backend_pid.php"), root)
         with open(os.path.join(root, "health.php"), "w") as f:
             f.write("<?php echo 'ok';\n")
@@ -287,8 +288,9 @@ class ProxyBalancing(unittest.TestCase):
     def test_active_health_checks_take_a_backend_out_and_bring_it_back(self):
         a, b = self.backends(("a", 0), ("b", 0))
         config, _ = site_config(
-            self, 'proxy = { address = ["%s", "%s"], health = { path = "/health", '
-            'interval = "100ms", fails = 2, passes = 2 } }' % (a.address, b.address))
+            self, 'proxy = { address = ["%s", "%s"], slow_start = "0s", health = { '
+            'path = "/health", interval = "100ms", fails = 2, passes = 2 } }'
+            % (a.address, b.address))
         server = start(self, config, "--status-path", "/_status")
 
         def proxy_status(name):
@@ -307,6 +309,26 @@ class ProxyBalancing(unittest.TestCase):
         self.assertIn(b"a", {server.fetch("/x").body for _ in range(4)})
         self.assertEqual(proxy_status("down"), 0)
         self.assertGreater(b.checks, 0)
+
+    # A backend back in is eased in (slow_start = "10s"): right after its
+    # checks pass again it gets a small share, not its half (10 of 20 with
+    # slow_start = "0s", as the test above has it), and then more.
+    def test_a_backend_back_in_is_eased_in(self):
+        a, b = self.backends(("a", 0), ("b", 0))
+        config, _ = site_config(
+            self, 'proxy = { address = ["%s", "%s"], slow_start = "10s", health = { '
+            'path = "/health", interval = "100ms", fails = 2, passes = 2 } }'
+            % (a.address, b.address))
+        server = start(self, config)
+        a.healthy = False
+        wait_for_log(self, server, "health check of /health failed 2 time(s) (status 503), taken out")
+        a.healthy = True
+        wait_for_log(self, server, "health check passed 2 time(s), back in")
+        names = [server.fetch("/x").body for _ in range(20)]
+        self.assertLessEqual(names.count(b"a"), 5, names)
+        deadline = time.monotonic() + 20
+        while server.fetch("/x").body != b"a":
+            self.assertLess(time.monotonic(), deadline, "a never got a request again")
 
     # The status page lists each backend: its state, requests in flight,
     # failures and last check, in JSON and for Prometheus.

@@ -94,6 +94,32 @@ TEST_F(GroupTest, DownBackendIsPassedOverAndSkipIsNotChosen) {
     EXPECT_LT(index_of(group.pick(500, {})), 3u);
 }
 
+// A backend back in at 1 s is eased in over slow_start (10 s): almost
+// nothing at first, a third of the requests halfway (weight 50 of 100 against
+// the other's 100), half once the 10 s are over. Least connections, with
+// nothing in flight, prefers the backend at its whole weight.
+TEST_F(GroupTest, SlowStartEasesABackendBackIn) {
+    Balancing balancing;
+    balancing.slow_start_ms = 10000;
+    Group group(pools(2), balancing);
+    made_[1]->back_since_ms = 1000;
+    auto share_of_b = [&](uint64_t now_ms) {
+        int count = 0;
+        for (int i = 0; i < 300; ++i)
+            count += index_of(group.pick(now_ms, {})) == 1;
+        return count;
+    };
+    EXPECT_LE(share_of_b(1000), 3);
+    EXPECT_NEAR(share_of_b(6000), 100, 2);
+    EXPECT_EQ(share_of_b(11000), 150);
+
+    balancing.balance = Balance::LeastConn;
+    Group least(pools(2), balancing);
+    for (int i = 0; i < 6; ++i)
+        EXPECT_EQ(index_of(least.pick(1000, {})), 0u);
+    EXPECT_EQ(index_of(least.pick(11000, {})) + index_of(least.pick(11000, {})), 1u);
+}
+
 // Consistent hashing: a key stays on its backend; adding a fourth backend
 // moves only the keys it takes (about a quarter), and one backend going down
 // moves only its own keys.
