@@ -285,7 +285,7 @@ bool Http2Engine::offer_body(Http2Stream& stream) {
 void Http2Engine::poll_streams() {
     for (auto& [id, owned] : streams_) {
         Http2Stream& stream = *owned;
-        if (!stream.started || !stream.exchange.stream) continue;
+        if (!stream.started || !stream.exchange.stream || stream.reset_queued) continue;
         ResponseStream& backend = *stream.exchange.stream;
         StreamState state = backend.poll();
         // A body held while the stream could not take it (a password check,
@@ -333,6 +333,7 @@ void Http2Engine::check_priority() {
 
 void Http2Engine::reset_stream(int32_t id, uint32_t error_code) {
     nghttp2_submit_rst_stream(session_, NGHTTP2_FLAG_NONE, id, error_code);
+    if (auto it = streams_.find(id); it != streams_.end()) it->second->reset_queued = true;
 }
 
 // The memory of closed client streams: one bit per id among the last

@@ -31,6 +31,7 @@ from http2_test import (END_HEADERS, END_STREAM, HEADERS, PREFACE, RST_STREAM, S
 from proxy_test import Backend, wait_for_log
 
 CANCEL = 0x8
+WINDOW_UPDATE = 0x8
 PHP_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "php")
 
 
@@ -168,6 +169,35 @@ class ResetStreams(unittest.TestCase):
             frames = read_frames(sock, seconds=10,
                                  done=lambda fs: any(f[0] == HEADERS and f[2] == 41 for f in fs))
         self.assertTrue(any(f[0] == HEADERS and f[2] == 41 for f in frames))
+        with backend.lock:
+            self.assertEqual(backend.connections, 1)
+            self.assertEqual([seen[1] for seen in backend.seen], ["/x?mode=echo"])
+
+    # MadeYouReset (CVE-2025-8671): each stream's HEADERS is followed by a
+    # WINDOW_UPDATE that overflows its window, so the server resets it
+    # (FLOW_CONTROL_ERROR, RFC 9113 §6.9.1) in the same read that opened it.
+    # None of these streams may open a backend connection (before, 4,600 such
+    # streams in a second opened 3,562); the stream after them is answered.
+    def test_streams_the_server_resets_at_once_open_no_backend_connection(self):
+        if harness.PROTOCOL != "h1":
+            self.skipTest("raw h2c frames of its own: once is enough")
+        backend = Backend("a")
+        self.addCleanup(backend.stop)
+        server = harness.Lepus(["--proxy", backend.address, "--threads", "1"])
+        self.addCleanup(server.stop, self)
+        with socket.create_connection(("127.0.0.1", server.port), timeout=10) as sock:
+            burst = PREFACE + frame(SETTINGS, 0, 0)
+            for i in range(20):
+                stream = 1 + 2 * i
+                burst += frame(HEADERS, END_HEADERS | END_STREAM, stream,
+                               request_block(b"/reset?mode=echo"))
+                burst += frame(WINDOW_UPDATE, 0, stream, struct.pack(">I", 0x7fffffff))
+            burst += frame(HEADERS, END_HEADERS | END_STREAM, 41, request_block(b"/x?mode=echo"))
+            sock.sendall(burst)
+            frames = read_frames(sock, seconds=10,
+                                 done=lambda fs: any(f[0] == HEADERS and f[2] == 41 for f in fs))
+        self.assertTrue(any(f[0] == HEADERS and f[2] == 41 for f in frames))
+        self.assertGreaterEqual(len([f for f in frames if f[0] == RST_STREAM and f[2] < 41]), 20)
         with backend.lock:
             self.assertEqual(backend.connections, 1)
             self.assertEqual([seen[1] for seen in backend.seen], ["/x?mode=echo"])

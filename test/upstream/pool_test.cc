@@ -278,6 +278,19 @@ protected:
         on_reactor([&client] { client.start(); });
         return client;
     }
+    size_t idle_of(LinePool& pool) {
+        size_t idle = 0;
+        on_reactor([&] { idle = pool.idle_connections(); });
+        return idle;
+    }
+    // Polls `condition` (run on the test thread) for up to 5 s.
+    bool eventually(const std::function<bool()>& condition) {
+        for (int i = 0; i < 500; ++i) {
+            if (condition()) return true;
+            std::this_thread::sleep_for(10ms);
+        }
+        return false;
+    }
     int status_of(size_t index) {
         std::future<int>& future = futures_[index];
         if (future.wait_for(10s) != std::future_status::ready) return -1;
@@ -484,6 +497,53 @@ TEST_F(PoolTest, ConnectionReleasedWhileConnectingIsKept) {
     EXPECT_EQ(status_of(1), 200);
     EXPECT_EQ(clients_[1]->answer, "ok:b\n");
     EXPECT_EQ(backend.requests.load(), 1);
+    for (int fd : fillers)
+        ::close(fd);
+}
+
+// Without keepalive (FastCGI's default: php-fpm binds a child to each
+// connection it accepts), a connection its client left while it was still
+// connecting waits for the next request only until the connect completes:
+// then it is closed, not held idle on a php-fpm child. Its slot serves the
+// next request.
+TEST_F(PoolTest, ConnectionReleasedWhileConnectingIsClosedOnceConnectedWithoutKeepalive) {
+    LineBackend backend(0);
+    std::vector<int> fillers = fill_backlog(backend);
+    PoolOptions options = options_for(backend.address());
+    options.keep_alive = false;
+    options.connect_timeout_ms = 10000;
+    LinePool& pool = make_pool(options);
+    LineClient& first = request(pool, "a");
+    on_reactor([&] { first.abandon(); });
+    EXPECT_EQ(idle_of(pool), 1u); // still connecting: kept for a request
+    backend.start();              // the connect completes with nobody for it
+    EXPECT_TRUE(eventually([&] { return idle_of(pool) == 0; }));
+    EXPECT_EQ(backend.requests.load(), 0);
+    request(pool, "b");
+    EXPECT_EQ(status_of(1), 200);
+    EXPECT_EQ(clients_[1]->answer, "ok:b\n");
+    for (int fd : fillers)
+        ::close(fd);
+}
+
+// A connection left while connecting whose connect then times out is closed
+// and its slot given back: the next request tries a connect of its own (504
+// at its own timeout), rather than waiting in the queue for a slot.
+TEST_F(PoolTest, ConnectionReleasedWhileConnectingThatTimesOutGivesItsSlotBack) {
+    LineBackend backend(0); // never started
+    std::vector<int> fillers = fill_backlog(backend);
+    PoolOptions options = options_for(backend.address());
+    options.connect_timeout_ms = 200;
+    options.queue_timeout_ms = 60000;
+    LinePool& pool = make_pool(options);
+    LineClient& first = request(pool, "a");
+    on_reactor([&] { first.abandon(); });
+    EXPECT_TRUE(eventually([&] { return idle_of(pool) == 0; }));
+    size_t busy = 1;
+    on_reactor([&] { busy = pool.busy_connections(); });
+    EXPECT_EQ(busy, 0u);
+    request(pool, "b");
+    EXPECT_EQ(status_of(1), 504);
     for (int fd : fillers)
         ::close(fd);
 }
