@@ -37,13 +37,13 @@ public:
     // the body goes in chunks (the client's came chunked).
     void begin_request(std::string_view head, bool head_request, bool replayable,
                        bool upgrade = false, bool chunked = false);
-    // A 101 answered the upgrade: body() carries the backend's raw bytes and
-    // append_body(data) the client's, until ended() (a close).
-    bool tunnel() const { return framing_ == BodyFraming::Tunnel; }
     // Appends body bytes (copied), in chunks when the request is chunked.
     void append_body(std::span<const char> data) override;
     // The body is complete (the last chunk when the request is chunked).
     void end_body() override;
+    // A 101 answered the upgrade: body() carries the backend's raw bytes and
+    // append_body(data) the client's, until ended() (a close).
+    bool tunnel() const { return framing_ == BodyFraming::Tunnel; }
 
     // --- the response ---
     const ResponseHead& head() const { return head_; }
