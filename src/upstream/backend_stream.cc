@@ -31,13 +31,15 @@ void BackendStream::acquire() {
 StreamState BackendStream::send() {
     for (;;) {
         acquire();
-        if (StreamState admitted = admission(); admitted != StreamState::Ready) return admitted;
+        // The usual case inline: a connection, not queued nor refused.
+        if (!connection() || queued() || refused())
+            if (StreamState admitted = admission(); admitted != StreamState::Ready) return admitted;
         Connection& connection = *this->connection();
         if (!request_sent_) {
             request_sent_ = true;
             write_request(connection);
         }
-        if (connection.failure() == Failure::None) connection.flush();
+        if (connection.failure() == Failure::None && connection.unsent()) connection.flush();
         if (connection.failure() == Failure::None) return StreamState::Ready;
         if (!fail_over()) return failed(connection.failure());
         request_sent_ = false;
@@ -68,7 +70,11 @@ void BackendStream::end_body() {
 }
 
 StreamState BackendStream::poll() {
-    if (StreamState state = send(); state != StreamState::Ready) return state;
+    // Once the whole request is out, only its answer is awaited (the usual
+    // poll after the first): send() has nothing to do.
+    Connection* sending = this->connection();
+    if (!request_sent_ || !sending || sending->failure() != Failure::None || sending->unsent())
+        if (StreamState state = send(); state != StreamState::Ready) return state;
     Connection& connection = *this->connection();
     if (!connection.head_ready()) return StreamState::Pending;
     if (!head_reported_) {

@@ -95,8 +95,7 @@ void Group::build_ring() {
     std::sort(ring_.begin(), ring_.end());
 }
 
-void Group::key_of(const Exchange& exchange, std::string& out) const {
-    if (balancing_.balance != Balance::Hash) return;
+void Group::hash_key_of(const Exchange& exchange, std::string& out) const {
     const HashKey& key = balancing_.key;
     if (key.source == HashKey::Source::Client) return exchange.client.format_host(out);
     // Both sides views: a std::string on one side would make the other a
@@ -126,8 +125,7 @@ int64_t Group::weight_now(size_t member, uint64_t now_ms) const {
     return std::max<int64_t>(1, full * int64_t(elapsed) / int64_t(ramp));
 }
 
-Pool& Group::pick(uint64_t now_ms, std::string_view key, const Pool* skip) {
-    if (pools_.size() == 1) return *pools_[0];
+Pool& Group::pick_among(uint64_t now_ms, std::string_view key, const Pool* skip) {
     std::optional<size_t> member;
     if (balancing_.balance == Balance::Hash && !key.empty())
         member = hashed(key, now_ms, skip);

@@ -70,12 +70,19 @@ public:
     Balance balance() const { return balancing_.balance; }
     // The request's hash key (appended to `out`); empty without `hash`, or when
     // the request has no such header or cookie (then it is balanced round robin).
-    void key_of(const Exchange& exchange, std::string& out) const;
+    void key_of(const Exchange& exchange, std::string& out) const {
+        if (balancing_.balance == Balance::Hash) hash_key_of(exchange, out);
+    }
     // The backend for a request with hash key `key`: not `skip` (a backend
     // that just failed it) nor one that is down, while another is available.
-    Pool& pick(uint64_t now_ms, std::string_view key, const Pool* skip = nullptr);
+    // (Inline: most sites have one backend, asked on every request.)
+    Pool& pick(uint64_t now_ms, std::string_view key, const Pool* skip = nullptr) {
+        return pools_.size() == 1 ? *pools_[0] : pick_among(now_ms, key, skip);
+    }
 
 private:
+    void hash_key_of(const Exchange& exchange, std::string& out) const;
+    Pool& pick_among(uint64_t now_ms, std::string_view key, const Pool* skip);
     bool available(size_t member, uint64_t now_ms, const Pool* skip) const;
     // The member's weight now, in 1/kWeightScale: less while it is eased in.
     int64_t weight_now(size_t member, uint64_t now_ms) const;

@@ -102,16 +102,27 @@ void Pool::publish_health(bool failed) {
     published_down_ = down;
 }
 
+// Twice a request (a connection taken, then given back): only what changed
+// is written.
 void Pool::publish_gauges() {
-    uint64_t busy = busy_connections(), idle = idle_.size(), queued = queue_size_;
-    uint64_t tunnels = tunnels_.size();
-    add_to_gauges(busy - published_busy_, idle - published_idle_, queued - published_queued_,
-                  tunnels - published_tunnels_);
-    if (busy != published_busy_) backend_gauges_->in_flight.store(busy, std::memory_order_relaxed);
-    published_busy_ = busy;
-    published_idle_ = idle;
-    published_queued_ = queued;
-    published_tunnels_ = tunnels;
+    auto add = [](std::atomic<uint64_t>& gauge, uint64_t delta) {
+        gauge.store(gauge.load(std::memory_order_relaxed) + delta, std::memory_order_relaxed);
+    };
+    uint64_t busy = busy_connections(), idle = idle_.size();
+    if (busy != published_busy_) {
+        backend_gauges_->in_flight.store(busy, std::memory_order_relaxed);
+        if (gauges_) add(gauges_->busy, busy - published_busy_);
+        published_busy_ = busy;
+    }
+    if (idle != published_idle_) {
+        if (gauges_) add(gauges_->idle, idle - published_idle_);
+        published_idle_ = idle;
+    }
+    if (queue_size_ != published_queued_ || tunnels_.size() != published_tunnels_) {
+        add_to_gauges(0, 0, queue_size_ - published_queued_, tunnels_.size() - published_tunnels_);
+        published_queued_ = queue_size_;
+        published_tunnels_ = tunnels_.size();
+    }
 }
 
 void Pool::acquire(Client& client, bool upgrade) {

@@ -180,6 +180,8 @@ public:
 
     // Sends what is buffered; the first call sends the whole request head in one write.
     void flush();
+    // Request bytes buffered and not yet sent.
+    bool unsent() const { return wsent_ < wbuf_.size(); }
     // True when the send buffer is over its bound: stop reading the client's body.
     bool send_full() const { return wbuf_.size() - wsent_ >= kSendHighWater; }
     // The request body in the protocol's framing (FastCGI's STDIN records,
