@@ -185,7 +185,7 @@ void Connection::on_events(uint32_t events) {
         return;
     }
     if (events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)) readable_ = true;
-    flush();
+    if (unsent()) flush();
     read_available();
     if (state_ == State::Draining) return finish_draining();
     notify();
