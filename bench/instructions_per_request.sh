@@ -11,17 +11,24 @@
 #   h1       `ab -k -n N -c 10` for `/`, a 612-byte index.html, over HTTP/1.1.
 #   h2c      `h2load -n N -c 10 -m 10` for the same `/`, HTTP/2 with prior
 #            knowledge: ten connections of ten streams each.
+#   h2       the same over TLS (ALPN h2, an ECDSA P-256 certificate this script
+#            makes; TLS 1.3). Where Linux has its tls module, lepus's kTLS
+#            default encrypts in the kernel, which callgrind does not count;
+#            without it (as on the project's machine) lepus encrypts in user
+#            space, as nginx always does here.
 #   fastcgi  `ab -k -n N -c 4` for /hello.php (`<?php echo "hello";`) through a
 #            php-fpm this script starts (static pool of 4, unix socket, its own
 #            config in the temp dir). php-fpm runs outside valgrind: only the
 #            web server's instructions are counted.
 # SERVERS (default "lepus nginx"): nginx 1.22 answers every row too (h2c on a
-# plain `listen ... http2`, fastcgi_pass without upstream keepalive).
+# plain `listen ... http2`, h2 on `listen ... ssl http2`, fastcgi_pass without
+# upstream keepalive).
 # SERVERS="lepus lepus-uring nginx" would add lepus on --io uring, but Debian 12's
 # valgrind 3.19 does not model io_uring: lepus never starts serving under it.
 # LEPUS_ARGS adds arguments to lepus's command line (word-split), e.g.
 # LEPUS_ARGS="--fastcgi-keepalive on", so that one script measures either.
-# Needs: valgrind, nginx, apache2-utils (ab), nghttp2-client (h2load), php-fpm.
+# Needs: valgrind, nginx, apache2-utils (ab), nghttp2-client (h2load), php-fpm,
+# openssl.
 set -euo pipefail
 lepus=${1:-build/release/src/server/lepus}
 lepus=$(realpath "$lepus")
@@ -49,8 +56,12 @@ head -c 612 /dev/zero | tr '\0' 'x' >"$work/www/index.html"
 echo '<?php echo "hello";' >"$work/www/hello.php"
 php_socket=$work/php.sock
 
+# The h2 row's certificate (openssl, as the e2e tests make theirs).
+openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 2 \
+  -subj /CN=localhost -keyout "$work/key.pem" -out "$work/cert.pem" 2>/dev/null
+
 # Ports: lepus listens on 18230 for every row; nginx has one server per row.
-declare -A nginx_port=([h1]=18231 [h2c]=18232 [fastcgi]=18233)
+declare -A nginx_port=([h1]=18231 [h2c]=18232 [fastcgi]=18233 [h2]=18234)
 cat >"$work/nginx.conf" <<CONF
 worker_processes 1;
 master_process off;
@@ -67,6 +78,12 @@ http {
   http2_max_requests 1000000;
   server { listen 127.0.0.1:${nginx_port[h1]}; root $work/www; }
   server { listen 127.0.0.1:${nginx_port[h2c]} http2; root $work/www; }
+  server {
+    listen 127.0.0.1:${nginx_port[h2]} ssl http2;
+    ssl_certificate $work/cert.pem;
+    ssl_certificate_key $work/key.pem;
+    root $work/www;
+  }
   server {
     listen 127.0.0.1:${nginx_port[fastcgi]};
     root $work/www;
@@ -112,11 +129,12 @@ load() {
   case $row in
     h1) timeout 600 ab -q -k -s 60 -n "$requests" -c 10 "http://127.0.0.1:$port/" ;;
     h2c) timeout 600 h2load -n "$requests" -c 10 -m 10 -T 60 "http://127.0.0.1:$port/" ;;
+    h2) timeout 600 h2load -n "$requests" -c 10 -m 10 -T 60 "https://127.0.0.1:$port/" ;;
     fastcgi) timeout 600 ab -q -k -s 60 -n "$requests" -c 4 "http://127.0.0.1:$port/hello.php" ;;
   esac >"$work/load.log" || { cat "$work/load.log" >&2; return 1; }
   # A row whose responses were not all 200 measured something else.
   if grep -qE '^(Non-2xx responses|Failed requests): +[1-9]' "$work/load.log" ||
-    { [ "$row" = h2c ] && ! grep -qE "^status codes: $requests 2xx" "$work/load.log"; }; then
+    { [[ $row == h2* ]] && ! grep -qE "^status codes: $requests 2xx" "$work/load.log"; }; then
     echo "$row on port $port: not every response was a 200:" >&2
     cat "$work/load.log" >&2
     return 1
@@ -128,10 +146,14 @@ load() {
 count() {
   local row=$1 server=$2 requests=$3 out="$work/cg.$1.$2.$3" port
   if [ "$server" != nginx ]; then
-    local io=epoll row_args=()
+    local io=epoll row_args=() listen=127.0.0.1:18230
     [ "$server" = lepus-uring ] && io=uring
     [ "$row" = fastcgi ] && row_args=(--fastcgi "unix:$php_socket")
-    valgrind --tool=callgrind --callgrind-out-file="$out" "$lepus" "$work/www" --listen 127.0.0.1:18230 \
+    if [ "$row" = h2 ]; then
+      listen=https://127.0.0.1:18230
+      row_args=(--tls-cert "$work/cert.pem" --tls-key "$work/key.pem")
+    fi
+    valgrind --tool=callgrind --callgrind-out-file="$out" "$lepus" "$work/www" --listen "$listen" \
       --threads 1 --no-pin --io $io --access-log off --keepalive-timeout 300s \
       --keepalive-requests 1000000 "${row_args[@]}" "${lepus_args[@]}" >/dev/null 2>"$work/vg.log" &
     port=18230
@@ -140,9 +162,10 @@ count() {
       >/dev/null 2>"$work/vg.log" &
     port=${nginx_port[$row]}
   fi
-  local pid=$! probe=()
+  local pid=$! probe=() scheme=http
   [ "$row" = h2c ] && probe=(--http2-prior-knowledge)
-  for _ in $(seq 100); do curl -s "${probe[@]}" -o /dev/null "http://127.0.0.1:$port/" && break; sleep 0.2; done
+  [ "$row" = h2 ] && probe=(-k) scheme=https
+  for _ in $(seq 100); do curl -s "${probe[@]}" -o /dev/null "$scheme://127.0.0.1:$port/" && break; sleep 0.2; done
   if ! load "$row" "$port" "$requests"; then
     kill -TERM $pid 2>/dev/null || true
     wait $pid || true

@@ -25,9 +25,14 @@ Http2Engine& Http2Callbacks::engine(void* user_data) {
     return *static_cast<Http2Engine*>(user_data);
 }
 
+// nghttp2 calls back for one stream many times in a row (each header field,
+// then the end of the block): the last stream found is looked at first.
 Http2Stream* Http2Callbacks::find(Http2Engine& self, int32_t id) {
+    if (self.last_found_ && self.last_found_->id == id) return self.last_found_;
     auto it = self.streams_.find(id);
-    return it == self.streams_.end() ? nullptr : it->second.get();
+    if (it == self.streams_.end()) return nullptr;
+    self.last_found_ = it->second.get();
+    return self.last_found_;
 }
 
 // Frames on streams that are over. With RFC 9218 priorities nghttp2 keeps
@@ -57,6 +62,9 @@ int Http2Callbacks::on_begin_headers(nghttp2_session* session, const nghttp2_fra
                                      void* user_data) {
     Http2Engine& self = engine(user_data);
     if (frame->hd.type != NGHTTP2_HEADERS || frame->headers.cat != NGHTTP2_HCAT_REQUEST) return 0;
+    // A GOAWAY that ends the connection is queued: nothing new starts (nghttp2
+    // ignores the input after it anyway, see Http2Engine::feed).
+    if (self.stop_reading_) return 0;
     if (self.refuses_new_stream()) {
         // Streams that cannot send hold too much already: no Http2Stream, so
         // the block's fields are decoded (HPACK stays in step) and dropped.
@@ -69,7 +77,10 @@ int Http2Callbacks::on_begin_headers(nghttp2_session* session, const nghttp2_fra
         self.refused_for_memory_ = true;
         return 0;
     }
-    self.streams_.emplace(frame->hd.stream_id, std::make_unique<Http2Stream>(frame->hd.stream_id));
+    auto it = self.streams_
+                  .emplace(frame->hd.stream_id, std::make_unique<Http2Stream>(frame->hd.stream_id))
+                  .first;
+    self.last_found_ = it->second.get();
     self.stream_opened(frame->hd.stream_id);
     if (self.gauges_) {
         self.gauges_->streams.fetch_add(1, std::memory_order_relaxed);
@@ -177,6 +188,7 @@ int Http2Callbacks::on_stream_close(nghttp2_session*, int32_t stream_id, uint32_
     auto it = self.streams_.find(stream_id);
     if (it == self.streams_.end()) return 0;
     self.finish_stream(*it->second);
+    if (self.last_found_ == it->second.get()) self.last_found_ = nullptr;
     self.streams_.erase(it);
     return 0;
 }

@@ -5,6 +5,7 @@
 // http2_engine.cc (reading, writing, streams and responses) so that the
 // timeout policy reads in one place and both files stay a readable size
 // (issue 31).
+#include "http/detail/http2_memory.h"
 #include "http/detail/http2_stream.h"
 #include "http/http2_engine.h"
 #include "log/error_log.h"
@@ -30,9 +31,13 @@ void Http2Engine::plan_deadline() {
     if (stalled)
         deadline_ = send_rate_.deadline(options.send_timeout_ms);
     else if (streams_.empty())
-        // The preface and first request under the header deadline, then idle.
+        // The preface and first request under the header deadline, then the
+        // keep-alive timeout (with a stop a second in, when the frame buffer
+        // is trimmed: on_deadline).
         deadline_ = last_activity_ms_ +
-                    (requests_ == 0 ? options.header_timeout_ms : options.keepalive_timeout_ms);
+                    (requests_ == 0 ? options.header_timeout_ms
+                     : trimmed_     ? options.keepalive_timeout_ms
+                                    : std::min(kTrimAfterIdleMs, options.keepalive_timeout_ms));
     else
         deadline_ = 0; // streams wait on their backends, which have their own timeouts
     // A stream waiting for its client's body: the body timeout, as HTTP/1.1
@@ -112,6 +117,16 @@ Http2Engine::Next Http2Engine::on_deadline() {
     uint64_t now = context_.clock.now_ms;
     if (deadline_ == 0 || now < deadline_) return Next::Wait;
     if (lingering_) return Next::Close;
+    if (!trimmed_ && requests_ > 0 && streams_.empty() && output_.empty() && !write_blocked_ &&
+        !nghttp2_session_want_write(session_) && now - last_activity_ms_ >= kTrimAfterIdleMs) {
+        // Idle for a while: nghttp2 keeps no bytes in its frame buffer
+        // between frames, so its pages go back to the kernel (about 4 KiB an
+        // idle connection: the page SETTINGS and header blocks were packed in).
+        memory_->trim();
+        trimmed_ = true;
+        plan_deadline();
+        if (deadline_ == 0 || now < deadline_) return Next::Wait;
+    }
     if (uint64_t body = body_deadline(); body != 0 && body <= now) {
         // Streams whose client stopped sending its body (--body-timeout), or
         // sends it slower than --min-body-rate, are reset: the connection

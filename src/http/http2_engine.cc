@@ -2,6 +2,7 @@
 
 #include "http/detail/http2_callbacks.h"
 #include "http/detail/http2_head.h"
+#include "http/detail/http2_memory.h"
 #include "http/detail/http2_stream.h"
 #include "log/error_log.h"
 
@@ -13,21 +14,26 @@
 
 namespace lepus {
 
-// Scratch space reused for every response's header block.
-struct Http2Engine::HeadFields {
-    std::string text;
-    std::vector<nghttp2_nv> fields;
+namespace {
 
-    const std::vector<nghttp2_nv>& build(const ResponseHead& head, time_t now) {
-        detail::head_to_fields(head, now, text, fields);
-        return fields;
-    }
-};
+// A response's header block as nghttp2_nv, in an array shared by the
+// reactor's connections (each reactor is one thread, and nghttp2 copies the
+// array at submit): an idle connection keeps none of it. The names and
+// values stay in the stream's head_text and its response head (see
+// detail::head_to_fields).
+const std::vector<nghttp2_nv>& head_fields(Http2Stream& stream, const ResponseHead& head,
+                                           time_t now) {
+    thread_local std::vector<nghttp2_nv> fields;
+    detail::head_to_fields(head, now, stream.head_text, fields);
+    return fields;
+}
+
+} // namespace
 
 Http2Engine::Http2Engine(const Http1Context& context, Transport& transport, ConnectionInfo& info,
                          ExchangeListener& listener, std::string_view received, Http2Gauges* gauges)
     : context_(context), transport_(transport), info_(info), listener_(listener), gauges_(gauges),
-      input_(received), head_fields_(std::make_unique<HeadFields>()),
+      memory_(std::make_unique<detail::Http2Memory>()), input_(received),
       last_activity_ms_(context.clock.now_ms) {
     nghttp2_session_callbacks* callbacks = nullptr;
     nghttp2_session_callbacks_new(&callbacks);
@@ -43,7 +49,7 @@ Http2Engine::Http2Engine(const Http1Context& context, Transport& transport, Conn
     // PING and SETTINGS floods: ACKs queued for a peer that does not read.
     nghttp2_option_set_max_outbound_ack(option, 1000);
     nghttp2_option_set_max_settings(option, 32);
-    nghttp2_session_server_new2(&session_, callbacks, this, option);
+    nghttp2_session_server_new3(&session_, callbacks, this, option, memory_->mem());
     nghttp2_option_del(option);
     nghttp2_session_callbacks_del(callbacks);
     const nghttp2_settings_entry settings[] = {
@@ -136,60 +142,85 @@ bool Http2Engine::read_input() {
     return true;
 }
 
-// Hands bytes to nghttp2 a frame at a time, looking at each frame's header
-// before nghttp2 sees it: with RFC 9218 priorities nghttp2 keeps no closed
-// stream and ignores DATA for a stream it does not know, where RFC 9113 §5.1
-// makes DATA on a stream the client closed or reset a STREAM_CLOSED error.
+// Hands bytes to nghttp2, looking at some frame headers before nghttp2 sees
+// them: with RFC 9218 priorities nghttp2 keeps no closed stream and ignores
+// DATA for a stream it does not know, where RFC 9113 §5.1 makes DATA on a
+// stream the client closed or reset a STREAM_CLOSED error; and PRIORITY has
+// two errors of its own (§6.3). Bytes go to nghttp2 in runs as long as they
+// can be: a run ends only before the last byte of a DATA or PRIORITY frame
+// header (nghttp2 acts on a header at its last byte), so that the check sees
+// the state the frames before it left, and after a PRIORITY payload. One
+// nghttp2_session_mem_recv per read for most reads, not two per frame (200
+// instructions a request under h2load -m10). A GOAWAY that ends the
+// connection, queued by a callback inside a run, makes nghttp2 ignore the
+// rest of its input (nghttp2_session_terminate_session); the callbacks that
+// open streams check stop_reading_ too.
 bool Http2Engine::feed(const char* data, size_t size) {
-    while (size > 0) {
-        size_t chunk = size;
-        if (preface_left_ > 0) {
-            chunk = std::min(size, preface_left_);
-            preface_left_ -= chunk;
-        } else if (frame_left_ > 0) {
-            chunk = size_t(std::min<uint64_t>(size, frame_left_));
-            if (priority_have_ < priority_.size() && priority_stream_ != 0) {
-                size_t take = std::min(chunk, priority_.size() - priority_have_);
-                std::memcpy(priority_.data() + priority_have_, data, take);
-                priority_have_ += take;
-                chunk = take;
-                if (priority_have_ == priority_.size()) check_priority();
-            }
-            frame_left_ -= chunk;
-        } else {
-            chunk = std::min(size, frame_header_.size() - header_have_);
-            std::memcpy(frame_header_.data() + header_have_, data, chunk);
-            header_have_ += chunk;
-            if (header_have_ == frame_header_.size()) {
-                header_have_ = 0;
-                const auto* h = reinterpret_cast<const uint8_t*>(frame_header_.data());
-                frame_left_ = uint32_t(h[0]) << 16 | uint32_t(h[1]) << 8 | h[2];
-                auto id = int32_t((uint32_t(h[5] & 0x7f) << 24) | uint32_t(h[6]) << 16 |
-                                  uint32_t(h[7]) << 8 | h[8]);
-                if (h[3] == NGHTTP2_DATA && id % 2 == 1 && id <= highest_stream_id_ &&
-                    !nghttp2_session_find_stream(session_, id) && !ignores_frames_on(id))
-                    terminate(NGHTTP2_STREAM_CLOSED);
-                // PRIORITY frames are ignored under RFC 9218 (nghttp2 skips them
-                // whole), but RFC 9113 §6.3 still has two errors for them.
-                priority_stream_ = 0;
-                if (h[3] == NGHTTP2_PRIORITY && id == 0)
-                    terminate(NGHTTP2_PROTOCOL_ERROR);
-                else if (h[3] == NGHTTP2_PRIORITY && frame_left_ == priority_.size())
-                    priority_stream_ = id, priority_have_ = 0;
-            }
-        }
-        ssize_t used =
-            nghttp2_session_mem_recv(session_, reinterpret_cast<const uint8_t*>(data), chunk);
+    const char* end = data + size;
+    const char* run = data; // the first byte not yet handed to nghttp2
+    auto hand_over = [&](const char* to) {
+        if (to == run) return true;
+        ssize_t used = nghttp2_session_mem_recv(session_, reinterpret_cast<const uint8_t*>(run),
+                                                size_t(to - run));
+        run = to;
         if (used < 0) {
             log_info("client %s: HTTP/2: %s", info_.peer.to_string().c_str(),
                      nghttp2_strerror(int(used)));
             return false;
         }
-        data += chunk;
-        size -= chunk;
-        if (stop_reading_) break; // the rest is dropped: the GOAWAY goes first
+        return true;
+    };
+    for (const char* at = data; at < end;) {
+        if (preface_left_ > 0) {
+            size_t chunk = std::min(size_t(end - at), preface_left_);
+            preface_left_ -= chunk;
+            at += chunk;
+        } else if (frame_left_ > 0) {
+            size_t chunk = size_t(std::min<uint64_t>(uint64_t(end - at), frame_left_));
+            if (priority_have_ < priority_.size() && priority_stream_ != 0) {
+                chunk = std::min(chunk, priority_.size() - priority_have_);
+                std::memcpy(priority_.data() + priority_have_, at, chunk);
+                priority_have_ += chunk;
+                frame_left_ -= chunk;
+                at += chunk;
+                if (priority_have_ == priority_.size()) {
+                    if (!hand_over(at)) return false;
+                    if (stop_reading_) return true;
+                    check_priority();
+                    if (stop_reading_) return true; // the rest is dropped: the GOAWAY goes first
+                }
+                continue;
+            }
+            frame_left_ -= chunk;
+            at += chunk;
+        } else {
+            size_t chunk = std::min(size_t(end - at), frame_header_.size() - header_have_);
+            std::memcpy(frame_header_.data() + header_have_, at, chunk);
+            header_have_ += chunk;
+            at += chunk;
+            if (header_have_ < frame_header_.size()) continue;
+            header_have_ = 0;
+            const auto* h = reinterpret_cast<const uint8_t*>(frame_header_.data());
+            frame_left_ = uint32_t(h[0]) << 16 | uint32_t(h[1]) << 8 | h[2];
+            priority_stream_ = 0;
+            if (h[3] != NGHTTP2_DATA && h[3] != NGHTTP2_PRIORITY) continue;
+            if (!hand_over(at - 1)) return false;
+            if (stop_reading_) return true;
+            auto id = int32_t((uint32_t(h[5] & 0x7f) << 24) | uint32_t(h[6]) << 16 |
+                              uint32_t(h[7]) << 8 | h[8]);
+            if (h[3] == NGHTTP2_DATA && id % 2 == 1 && id <= highest_stream_id_ &&
+                !nghttp2_session_find_stream(session_, id) && !ignores_frames_on(id))
+                terminate(NGHTTP2_STREAM_CLOSED);
+            // PRIORITY frames are ignored under RFC 9218 (nghttp2 skips them
+            // whole), but RFC 9113 §6.3 still has two errors for them.
+            if (h[3] == NGHTTP2_PRIORITY && id == 0)
+                terminate(NGHTTP2_PROTOCOL_ERROR);
+            else if (h[3] == NGHTTP2_PRIORITY && frame_left_ == priority_.size())
+                priority_stream_ = id, priority_have_ = 0;
+            if (stop_reading_) return true;
+        }
     }
-    return true;
+    return hand_over(end);
 }
 
 bool Http2Engine::write_output() {
@@ -203,6 +234,7 @@ bool Http2Engine::write_output() {
                 ssize_t n = nghttp2_session_mem_send(session_, &data);
                 if (n < 0) return false;
                 if (n == 0) break;
+                trimmed_ = false; // the frame buffer's pages are back
                 output_.append({reinterpret_cast<const char*>(data), size_t(n)});
             }
             if (output_.empty()) {
@@ -398,7 +430,7 @@ void Http2Engine::submit_response(Http2Stream& stream) {
     Exchange& exchange = stream.exchange;
     const Response& response = exchange.response;
     stream.status = response.head.status;
-    const std::vector<nghttp2_nv>& nva = head_fields_->build(response.head, context_.clock.now_s);
+    const std::vector<nghttp2_nv>& nva = head_fields(stream, response.head, context_.clock.now_s);
     stream.submitted = true;
     stream.accounted = true;
     context_.handler.account(exchange, response.head.status, response.body_bytes());
@@ -441,7 +473,7 @@ void Http2Engine::submit_stream_head(Http2Stream& stream) {
         [&](std::string_view name, std::string_view value) { out_head.add(name, value); });
     if (length && status != 204 && status != 304) out_head.content_length = *length;
     stream.status = status;
-    const std::vector<nghttp2_nv>& nva = head_fields_->build(out_head, context_.clock.now_s);
+    const std::vector<nghttp2_nv>& nva = head_fields(stream, out_head, context_.clock.now_s);
     stream.submitted = true;
     if (no_body) {
         // The backend's body (if any) drains into its pool when the stream is let go.
@@ -576,6 +608,7 @@ void Http2Engine::close() {
     for (auto& [id, stream] : streams_)
         finish_stream(*stream);
     streams_.clear();
+    last_found_ = nullptr;
     output_.release(); // the files of segments not sent close now
     nghttp2_session_del(session_);
     session_ = nullptr;

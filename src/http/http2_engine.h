@@ -32,6 +32,8 @@
 // first request under the header deadline, an idle connection under the keepalive timeout, stalled
 // output under a minimum send rate (each send timeout interval it waits must see 256 bytes a second
 // leave, or it closes). A stopping server sends GOAWAY and lets the streams in flight finish.
+// Memory: an idle connection keeps no output buffer, and after a second idle gives its nghttp2
+// frame buffer's pages back (detail/http2_memory.h).
 #pragma once
 
 #include "http/http1_engine.h"
@@ -50,6 +52,9 @@ struct nghttp2_session;
 namespace lepus {
 
 struct Http2Stream;
+namespace detail {
+class Http2Memory;
+}
 
 // Connections and streams on HTTP/2, for the status page.
 struct Http2Gauges {
@@ -139,7 +144,7 @@ private:
     Next start_lingering();
     // Reads and drops what the client sends while lingering.
     Next linger();
-    // nghttp2_session_mem_recv, a frame at a time (see the .cc); false: over.
+    // nghttp2_session_mem_recv over runs of frames (see the .cc); false: over.
     bool feed(const char* data, size_t size);
     // Writing: nghttp2's frames out; false on a transport error or a file
     // that ended under its frames (then for good: on_shutdown and on_deadline
@@ -203,13 +208,14 @@ private:
     ConnectionInfo& info_;
     ExchangeListener& listener_;
     Http2Gauges* gauges_;
+    // nghttp2's allocator, whose frame buffer an idle connection gives back
+    // (detail/http2_memory.h); it outlives session_, which close() deletes.
+    std::unique_ptr<detail::Http2Memory> memory_;
     nghttp2_session* session_ = nullptr;
     std::map<int32_t, std::unique_ptr<Http2Stream>> streams_;
-    std::string input_;  // bytes handed over by the HTTP/1.1 engine, fed first
-    Http2Output output_; // frames produced, not yet written
-    // Scratch space for a response's header block (detail::head_to_fields, http2_head.cc).
-    struct HeadFields;
-    std::unique_ptr<HeadFields> head_fields_;
+    Http2Stream* last_found_ = nullptr; // of streams_, by Http2Callbacks::find
+    std::string input_;                 // bytes handed over by the HTTP/1.1 engine, fed first
+    Http2Output output_;                // frames produced, not yet written
     uint64_t deadline_ = 0;
     uint64_t last_activity_ms_ = 0;
     // Output that waits must move kMinSendBytesPerSecond on average over each
@@ -236,6 +242,11 @@ private:
     std::array<char, 5> priority_{};
     size_t priority_have_ = 0;
     int32_t priority_stream_ = 0; // 0: not in a PRIORITY frame
+    // An idle connection gives its nghttp2 frame buffer's pages back after
+    // this long without input or output (see on_deadline); trimmed_: done
+    // since the last activity.
+    static constexpr uint64_t kTrimAfterIdleMs = 1000;
+    bool trimmed_ = false;
     bool readable_ = true;
     bool write_blocked_ = false;
     bool stalled_ = false; // output waited at the last plan_deadline()

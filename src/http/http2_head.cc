@@ -3,6 +3,7 @@
 #include "base/ascii.h"
 #include "base/time_cache.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cstring>
 
@@ -31,10 +32,13 @@ bool is_connection_field(std::string_view name) {
     }
 }
 
+// NO_COPY: nghttp2_submit_response keeps the pointers instead of copying
+// (and lowercasing again) every name and value, 1,100 instructions a
+// response of 9 fields under callgrind; see head_to_fields for the lifetime.
 nghttp2_nv field(const char* name, size_t name_size, const char* value, size_t value_size) {
     return nghttp2_nv{reinterpret_cast<uint8_t*>(const_cast<char*>(name)),
                       reinterpret_cast<uint8_t*>(const_cast<char*>(value)), name_size, value_size,
-                      NGHTTP2_NV_FLAG_NONE};
+                      NGHTTP2_NV_FLAG_NO_COPY_NAME | NGHTTP2_NV_FLAG_NO_COPY_VALUE};
 }
 
 constexpr size_t kDigitsMax = 24; // a uint64_t in decimal, with room to spare
@@ -44,34 +48,39 @@ constexpr size_t kDigitsMax = 24; // a uint64_t in decimal, with room to spare
 // The head is a structure: no line to find, no colon to look for, no value to
 // trim (the text parse this replaced cost 1,750 instructions a response of
 // about 25,400 under callgrind, h2 over TLS, a 612-byte page).
-void head_to_fields(const ResponseHead& head, time_t now, std::string& text,
+void head_to_fields(const ResponseHead& head, time_t now, HeadText& text,
                     std::vector<nghttp2_nv>& fields) {
     size_t names = 0;
     head.for_each([&](std::string_view name, std::string_view) { names += name.size(); });
-    // Sized before any field points into it: the buffer does not move after.
-    text.resize(names + 2 * kDigitsMax);
-    char* at = text.data();
-    fields.clear();
+    char* at = text.room(names + kImfFixdateLength + 2 * kDigitsMax);
+    // Written by index, not push_back (its capacity check and call per
+    // field), then cut to what was written.
+    fields.resize(head.field_count() + 4);
+    nghttp2_nv* out = fields.data();
 
     char* status = at;
     at = std::to_chars(at, at + kDigitsMax, head.status).ptr;
-    fields.push_back(field(":status", 7, status, size_t(at - status)));
+    *out++ = field(":status", 7, status, size_t(at - status));
+    // Copied: the per-second cache changes under a HEADERS that waits in nghttp2.
     std::string_view date = cached_http_date(now);
-    fields.push_back(field("date", 4, date.data(), date.size()));
-    fields.push_back(field("server", 6, "lepus", 5));
+    char* date_at = at;
+    at = std::copy(date.begin(), date.end(), at);
+    *out++ = field("date", 4, date_at, date.size());
+    *out++ = field("server", 6, "lepus", 5);
 
     head.for_each([&](std::string_view name, std::string_view value) {
         std::memcpy(at, name.data(), name.size());
         ascii_lower_in_place(at, name.size());
         if (is_connection_field({at, name.size()})) return;
-        fields.push_back(field(at, name.size(), value.data(), value.size()));
+        *out++ = field(at, name.size(), value.data(), value.size());
         at += name.size();
     });
     if (head.content_length) {
         char* length = at;
         at = std::to_chars(at, at + kDigitsMax, *head.content_length).ptr;
-        fields.push_back(field("content-length", 14, length, size_t(at - length)));
+        *out++ = field("content-length", 14, length, size_t(at - length));
     }
+    fields.resize(size_t(out - fields.data()));
 }
 
 } // namespace lepus::detail

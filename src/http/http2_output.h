@@ -98,6 +98,10 @@ private:
         size_t length = 0;
     };
 
+    // What bytes_ reserves when the first bytes of a batch come (release()
+    // gives it back when the connection is idle).
+    static constexpr size_t kBatchReserve = 16 * 1024;
+    void reserve_batch();
     void add_segment(Segment segment);
     // True when the next thing to write is the payload of a file segment.
     bool at_file_segment() const;

@@ -90,8 +90,8 @@ bool verify(const AuthCheck& check) {
 
 bool load_site_auth(std::vector<SiteConfig>& sites, std::string& error) {
     std::map<std::string, std::shared_ptr<const Htpasswd>> files;
-    for (SiteConfig& site : sites) {
-        for (AuthRule& rule : site.auth) {
+    auto load = [&](std::vector<AuthRule>& rules) {
+        for (AuthRule& rule : rules) {
             if (rule.off) continue;
             auto& file = files[rule.htpasswd];
             if (!file) {
@@ -104,6 +104,12 @@ bool load_site_auth(std::vector<SiteConfig>& sites, std::string& error) {
             }
             rule.users = file;
         }
+        return true;
+    };
+    for (SiteConfig& site : sites) {
+        if (!load(site.auth)) return false;
+        for (SiteLocation& location : site.locations)
+            if (location.own && !load(location.own->auth)) return false;
     }
     return true;
 }

@@ -119,19 +119,31 @@ struct LimitRule {
     std::string origin; // "lepus.toml:12:1", for messages
 };
 
+struct SiteConfig;
+
 // `locations = [{ path = "/wp-content/", root = "/var/lib/wordpress/wp-content" }]`
 // in a [[site]]: the paths under `path` are files of `root`, the prefix cut
 // off (nginx's `location /wp-content/ { alias ...; }`: /wp-content/uploads/a.jpg
 // is ROOT/uploads/a.jpg). `exact = true` matches the one path only (nginx's
-// `location =`). An exact location wins, then the longest prefix.
+// `location =`). An exact location wins, then the longest prefix. Without a
+// root, the location's paths are the site's files and scripts (nginx's
+// location without alias) and only its own keys below differ.
 struct SiteLocation {
     std::string path;
-    std::string root;
+    std::string root; // empty: the site's
     bool exact = false;
-    // "static": files only, the default (a path the site would run as a
-    // script answers 403 there, never its source); "fastcgi": scripts under
-    // the root go to the site's backend, with this root as DOCUMENT_ROOT.
-    std::string handler = "static";
+    // "static": files only, the default with a root (a path the site would
+    // run as a script answers 403 there, never its source); "fastcgi":
+    // scripts under the root go to the site's backend, with this root as
+    // DOCUMENT_ROOT; "proxy": the location's own `proxy` backend answers;
+    // empty (no root): as the site does.
+    std::string handler;
+    // The keys a location may set for its requests, read by the site's own
+    // readers into a SiteConfig of its own: headers, auth, access, limits,
+    // conn_limit, try_files, proxy. A key the location sets replaces the
+    // site's for its paths (as nginx's location-level directives do), but
+    // for headers, which add to the site's (a name both set: the location's).
+    std::shared_ptr<SiteConfig> own;
     std::string origin; // "lepus.toml:12:1", for messages
 };
 

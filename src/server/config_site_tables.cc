@@ -210,7 +210,8 @@ public:
         }
     }
 
-    void header_rules(const toml::node& node, SiteConfig& site) {
+    // In a location (`in_location`), a rule without `match` is for all of it.
+    void header_rules(const toml::node& node, SiteConfig& site, bool in_location) {
         const toml::array* array = node.as_array();
         if (!array || !array->is_array_of_tables())
             return error(node, "'headers' is a list of {match, name, value} tables");
@@ -229,6 +230,7 @@ public:
                 else
                     error(value, "unknown key '" + std::string(name) + "' in headers");
             }
+            if (in_location && rule.match.empty()) rule.match = "*";
             bool bad_name =
                 rule.name.empty() || rule.name.find_first_of(" :\r\n\t") != std::string::npos;
             if (rule.match.empty() || bad_name ||
@@ -240,17 +242,19 @@ public:
     }
 
     // auth = { ... } or [{ paths, realm, htpasswd }, { paths, off = true }, ...].
-    void auth_rules(const toml::node& node, SiteConfig& site) {
+    // In a location (`in_location`), a rule without `paths` is for all of it.
+    void auth_rules(const toml::node& node, SiteConfig& site, bool in_location) {
         const toml::array* array = node.as_array();
-        if (node.is_table()) return auth_rule(*node.as_table(), site);
+        if (node.is_table()) return auth_rule(*node.as_table(), site, in_location);
         if (!array || !array->is_array_of_tables())
             return error(node, "'auth' is a list of {paths, realm, htpasswd} tables");
         for (const toml::node& item : *array)
-            auth_rule(*item.as_table(), site);
+            auth_rule(*item.as_table(), site, in_location);
     }
 
-    void auth_rule(const toml::table& table, SiteConfig& site) {
+    void auth_rule(const toml::table& table, SiteConfig& site, bool in_location) {
         AuthRule rule;
+        if (in_location && !table.contains("paths")) rule.paths = {"/"};
         rule.origin = config_position(path_, table.source());
         for (auto&& [key, value] : table) {
             std::string_view name = key.str();
@@ -396,12 +400,14 @@ void read_error_pages(ConfigReader& reader, const toml::node& node, SiteConfig& 
     SiteTables(reader).error_pages(node, site);
 }
 
-void read_header_rules(ConfigReader& reader, const toml::node& node, SiteConfig& site) {
-    SiteTables(reader).header_rules(node, site);
+void read_header_rules(ConfigReader& reader, const toml::node& node, SiteConfig& site,
+                       bool in_location) {
+    SiteTables(reader).header_rules(node, site, in_location);
 }
 
-void read_auth_rules(ConfigReader& reader, const toml::node& node, SiteConfig& site) {
-    SiteTables(reader).auth_rules(node, site);
+void read_auth_rules(ConfigReader& reader, const toml::node& node, SiteConfig& site,
+                     bool in_location) {
+    SiteTables(reader).auth_rules(node, site, in_location);
 }
 
 void read_redirects(ConfigReader& reader, const toml::node& node, SiteConfig& site) {

@@ -423,7 +423,7 @@ CommandLineResult parse_command_line(int argc, char** argv, ServerOptions& optio
             return {false, (usage_error(site.origin + ": " + error), error_exit)};
     for (const SiteConfig& site : options.sites)
         for (const SiteLocation& location : site.locations) {
-            std::string error = check_root(location.root);
+            std::string error = location.root.empty() ? "" : check_root(location.root);
             if (error.empty() && location.handler == "fastcgi" && !site.fastcgi &&
                 options.fastcgi.empty())
                 error = "handler = \"fastcgi\" but the site has no fastcgi";

@@ -18,6 +18,7 @@
 namespace lepus {
 
 struct AuthRule;
+struct LocationHandlers;
 struct ServingSet;
 struct SiteHandlers;
 
@@ -26,6 +27,9 @@ struct RouteState {
     // SIGHUP may replace the worker's), and the site in it.
     std::shared_ptr<ServingSet> serving;
     SiteHandlers* site = nullptr;
+    // The site's location for the request's path (Router::step_find_location),
+    // whose own keys replace the site's; null: none, or the site has none.
+    const LocationHandlers* location = nullptr;
     // The step that runs when a Pending routing goes on (Router::resume);
     // Router::kRedirectStep: a handler's internal redirect (X-Accel).
     uint8_t next_step = 0;
@@ -48,6 +52,7 @@ struct RouteState {
     void reset() {
         serving.reset();
         site = nullptr;
+        location = nullptr;
         next_step = 0;
         granted = nullptr;
         rate_checked = false;

@@ -141,17 +141,20 @@ void Router::run_steps(Exchange& exchange, RouteState& route, size_t first) {
         LEPUS_STEP(2, acme::HttpChallenges::process().answering(), step_acme_challenge);
         LEPUS_STEP(3, !options.status_path.empty(), step_status_page);
         LEPUS_STEP(4, route.site->config || route.site->https_redirect, step_redirects);
-        LEPUS_STEP(5, options.conn_limit || (route.site->config && route.site->config->conn_limit),
-                   step_conn_limit);
-        LEPUS_STEP(6, route.site->config && !route.site->config->limits.empty(), step_rate_limit);
-        LEPUS_STEP(7, route.site->config && !route.site->config->access.empty(), step_allow_deny);
-        LEPUS_STEP(8, route.site->config && !route.site->config->auth.empty(), step_access);
-        LEPUS_STEP(9, route.site->x_accel, step_internal);
-        LEPUS_STEP(10, !route.site->locations.empty(), step_location);
-        LEPUS_STEP(11, route.site->proxy, step_proxy);
-        LEPUS_STEP(12, route.site->try_files, step_try_files);
-    case 13:
-        step = 13;
+        // Whose limits and auth apply: a site without locations never looks.
+        LEPUS_STEP(5, route.site->uses.locations, step_find_location);
+        // The rule steps run for a site that has such rules, its own or a
+        // location's (SiteHandlers::uses): one test each for any other.
+        LEPUS_STEP(6, options.conn_limit || route.site->uses.conn_limit, step_conn_limit);
+        LEPUS_STEP(7, route.site->uses.limits, step_rate_limit);
+        LEPUS_STEP(8, route.site->uses.access, step_allow_deny);
+        LEPUS_STEP(9, route.site->uses.auth, step_access);
+        LEPUS_STEP(10, route.site->x_accel, step_internal);
+        LEPUS_STEP(11, route.location, step_location);
+        LEPUS_STEP(12, route.site->proxy, step_proxy);
+        LEPUS_STEP(13, route.site->uses.try_files, step_try_files);
+    case 14:
+        step = 14;
         outcome = step_handler(exchange, route);
         break;
     default:
@@ -168,7 +171,7 @@ void Router::run_steps(Exchange& exchange, RouteState& route, size_t first) {
 
 void Router::answered(Exchange& exchange, RouteState& route) {
     // The status page answers before a site is needed; every other answer is the site's.
-    if (route.site) add_rule_headers(exchange, *route.site);
+    if (route.site && route.site->uses.headers) add_rule_headers(exchange, route);
 }
 
 Router::StepOutcome Router::step_client(Exchange& exchange, RouteState&) {
@@ -221,13 +224,22 @@ Router::StepOutcome Router::step_try_files(Exchange& exchange, RouteState& route
     SiteHandlers& site = *route.site;
     const Request& request = *exchange.request;
     // "OPTIONS *" and undecodable paths: the handlers' own answers (204, 400).
-    if (!site.try_files || request.path == "*" || decode_path(request.path, path_) != 0)
+    const std::optional<TryFiles>& try_files = route.location && route.location->own->try_files
+                                                   ? route.location->own->try_files
+                                                   : site.try_files;
+    if (!try_files || request.path == "*" || decode_path(request.path, path_) != 0)
         return StepOutcome::Continue;
-    const std::vector<TryFiles::Candidate>& candidates = site.try_files->candidates;
+    return try_candidates(exchange, route, *try_files);
+}
+
+Router::StepOutcome Router::try_candidates(Exchange& exchange, RouteState& route,
+                                           const TryFiles& try_files) {
+    const Request& request = *exchange.request;
+    const std::vector<TryFiles::Candidate>& candidates = try_files.candidates;
     for (size_t i = 0; i + 1 < candidates.size(); ++i) {
         TryFiles::expand_path(candidates[i], path_, candidate_);
         bool want_directory = candidate_.size() > 1 && candidate_.back() == '/';
-        StaticHandler::Probe found = site.files->probe(candidate_, exchange.now_ms);
+        StaticHandler::Probe found = probe(route, candidate_, exchange.now_ms);
         if (found != StaticHandler::Probe::Refused &&
             found !=
                 (want_directory ? StaticHandler::Probe::Directory : StaticHandler::Probe::File))
@@ -268,6 +280,14 @@ Router::StepOutcome Router::rewrite(Exchange& exchange, RouteState& route,
     Request rewritten = request;
     rewritten.path = rewritten_path_;
     rewritten.query = rewritten_query_;
+    // A path rewritten into a location with a root of its own is its files'.
+    if (route.site->uses.locations)
+        if (const LocationHandlers* location = find_location(*route.site, decoded_path);
+            location && location->files) {
+            path_.assign(decoded_path); // serve_location's decoded path
+            serve_location(exchange, route, *location, rewritten, true);
+            return StepOutcome::Answered;
+        }
     route_request(exchange, route, rewritten, true);
     return StepOutcome::Answered;
 }
@@ -393,15 +413,18 @@ void Router::refuse_x_accel(Exchange& exchange, RouteState& route, std::string_v
     apply_error_page(exchange, route, 502);
 }
 
-void Router::add_rule_headers(Exchange& exchange, SiteHandlers& site) {
-    if (!site.config || site.config->headers.empty()) return;
+void Router::add_rule_headers(Exchange& exchange, RouteState& route) {
+    const SiteHandlers& site = *route.site;
+    // A location's own rules (route.location is set only for a site with locations).
+    const SiteConfig* own =
+        route.location && !route.location->own->headers.empty() ? route.location->own : nullptr;
     // Matched on the decoded, normalised path: "/%70rivate/x", "//private/x"
     // and "/./private/x" are "/private/x" to the files, and so to the rules.
     if (decode_path(exchange.request->path, path_) != 0) return; // a 400: no site rules
     if (exchange.stream)
-        return lepus::add_rule_headers(*site.config, path_, exchange.stream_fields);
+        return lepus::add_rule_headers(*site.config, path_, exchange.stream_fields, own);
     if (exchange.response.head.status == 0) return; // no answer to add to
-    lepus::add_rule_headers(*site.config, path_, exchange.response.head);
+    lepus::add_rule_headers(*site.config, path_, exchange.response.head, own);
 }
 
 void Router::fail(Exchange& exchange, int status, const ResponseHead* extra) {

@@ -7,6 +7,9 @@
 //   status page   --status-path
 //   redirects     https_redirect, then the site's redirects and rewrites
 //                 (router_redirects.cc)
+//   find location the site's location for the path (router_locations.cc):
+//                 its own conn_limit, limits, access, auth and try_files
+//                 replace the site's in the steps below (its headers add to them)
 //   conn limit    conn_limit / --conn-limit: requests in progress per client
 //                 (server/client_table.h), 503 over it
 //   rate limit    the site's limits (nginx's limit_req): 429 over the burst,
@@ -15,8 +18,8 @@
 //   access        basic auth (server/basic_auth.h); Pending while a verifier
 //                 thread checks a password (AuthStream), then resumed
 //   internal      the X-Accel folder is not for clients: 404
-//   location      a site's `locations`: files (or scripts) of their own roots
-//                 (router_locations.cc)
+//   location      the location's own backend (handler = "proxy"), or files
+//                 (or scripts) of its own root (router_locations.cc)
 //   proxy         the site's HTTP backend (router_proxy.cc)
 //   try_files     rewrite to the first candidate that exists, or the fallback
 //   handler       a script (FastCGI) or the static files
@@ -32,6 +35,7 @@
 
 #include "fastcgi/fastcgi_exchange.h"
 #include "http/exchange.h"
+#include "http/static_handler.h"
 #include "log/access_log_format.h"
 #include "log/error_log.h"
 #include "net/cidr.h"
@@ -48,7 +52,14 @@
 namespace lepus {
 
 class Worker;
+struct LocationHandlers;
+struct ProxyRoute;
 struct SiteHandlers;
+struct TryFiles;
+
+// The location of `site` whose path takes `decoded_path` (an exact one, then
+// the longest prefix), or nullptr (router_locations.cc).
+const LocationHandlers* find_location(const SiteHandlers& site, std::string_view decoded_path);
 
 // What the error responses of a step need to know of the exchange.
 inline ReplyContext reply_context(const Exchange& exchange) {
@@ -98,6 +109,7 @@ private:
     StepOutcome step_acme_challenge(Exchange& exchange, RouteState& route); // router_acme.cc
     StepOutcome step_status_page(Exchange& exchange, RouteState& route);
     StepOutcome step_redirects(Exchange& exchange, RouteState& route);
+    StepOutcome step_find_location(Exchange& exchange, RouteState& route); // router_locations.cc
     StepOutcome step_conn_limit(Exchange& exchange, RouteState& route);
     StepOutcome step_rate_limit(Exchange& exchange, RouteState& route);
     StepOutcome step_allow_deny(Exchange& exchange, RouteState& route);
@@ -139,6 +151,17 @@ private:
     std::string_view supplied_user(const Exchange& exchange);
     // The site's HTTP backend, when the request is for it (server/router_proxy.cc).
     bool route_to_proxy(Exchange& exchange, RouteState& state);
+    // Sends the request to the backends of `proxy` (the site's or a location's).
+    void proxy_to(Exchange& exchange, RouteState& state, const ProxyRoute& proxy);
+    // try_files' candidates for the decoded path in path_ (router.cc).
+    StepOutcome try_candidates(Exchange& exchange, RouteState& route, const TryFiles& try_files);
+    // Whether `decoded_path` is a file or directory of the site, or of the
+    // location with a root of its own that takes it (router_locations.cc).
+    StaticHandler::Probe probe(RouteState& route, std::string_view decoded_path, uint64_t now_ms);
+    // Serves `request` (a path under `location`, which has a root) from the
+    // location's files or scripts; `rewritten`: try_files' target.
+    void serve_location(Exchange& exchange, RouteState& route, const LocationHandlers& location,
+                        const Request& request, bool rewritten);
     // Routes `request` (the client's, or one try_files re-routed) to the
     // script or the files; `rewritten`: the script must see its path and query.
     void route_request(Exchange& exchange, RouteState& route, const Request& request,
@@ -157,9 +180,10 @@ private:
     // exchange.response (a static page) or becomes a stream (a script).
     void apply_error_page(Exchange& exchange, RouteState& route, int status);
     bool run_error_script(Exchange& exchange, RouteState& route, std::string_view page, int status);
-    // The site's header rules for the request's decoded path, added to the
-    // complete response or kept for the streamed one's head.
-    void add_rule_headers(Exchange& exchange, SiteHandlers& site);
+    // The site's (and its location's) header rules for the request's decoded path, added to the
+    // complete response or kept for the streamed one's head (for a site that
+    // uses header rules: SiteHandlers::uses).
+    void add_rule_headers(Exchange& exchange, RouteState& route);
     // Serves the file a handler named (route.redirect_target: server/x_accel.h).
     void serve_x_accel(Exchange& exchange, RouteState& route);
     // A target serve_x_accel will not serve: 502, logged with `why`.

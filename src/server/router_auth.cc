@@ -33,9 +33,8 @@ void Router::resume(Exchange& exchange, bool granted, std::string_view user, con
 
 // As nginx's access phase: after the redirects, before any handler.
 Router::StepOutcome Router::step_access(Exchange& exchange, RouteState& route) {
-    const SiteHandlers& site = *route.site;
-    if (!site.config || site.config->auth.empty() || exchange.request->path == "*")
-        return StepOutcome::Continue;
+    // run_steps calls this step only when the site or one of its locations has rules.
+    if (exchange.request->path == "*") return StepOutcome::Continue;
     if (decode_path(exchange.request->path, path_) != 0) {
         build_error_response(400, reply_context(exchange), exchange.response);
         return StepOutcome::Answered;
@@ -46,8 +45,15 @@ Router::StepOutcome Router::step_access(Exchange& exchange, RouteState& route) {
 
 bool Router::authorize(Exchange& exchange, RouteState& route, std::string_view decoded_path) {
     SiteHandlers& site = *route.site;
-    if (!site.config || site.config->auth.empty()) return true;
-    const AuthRule* rule = find_auth_rule(*site.config, decoded_path);
+    // The rules of the location that takes the path (a try_files or X-Accel
+    // target may be in another than the client's), if it has any, else the site's.
+    const SiteConfig* rules = site.config;
+    if (site.uses.locations)
+        if (const LocationHandlers* location = find_location(site, decoded_path);
+            location && !location->own->auth.empty())
+            rules = location->own;
+    if (!rules || rules->auth.empty()) return true;
+    const AuthRule* rule = find_auth_rule(*rules, decoded_path);
     // The verifier granted this rule for this exchange (resume()): the same
     // credentials pass again without another check.
     if (!rule || rule == route.granted) return true;

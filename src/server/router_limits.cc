@@ -53,9 +53,14 @@ std::optional<std::string_view> Router::rule_path(const Request& request) {
 // connection between requests is not one; each HTTP/2 stream is), 503 above.
 Router::StepOutcome Router::step_conn_limit(Exchange& exchange, RouteState& route) {
     if (route.conn_slot.held()) return StepOutcome::Continue;
-    const SiteConfig* config = route.site->config;
+    // A location's own conn_limit replaces the site's (run_steps calls this
+    // step when the site, one of its locations or --conn-limit sets one).
+    const SiteConfig* config = route.location && route.location->own->conn_limit
+                                   ? route.location->own
+                                   : route.site->config;
     bool own = config && config->conn_limit;
     unsigned limit = own ? config->conn_limit : worker_.options().conn_limit;
+    if (limit == 0) return StepOutcome::Continue; // a location's limit, not this path's
     ClientTable& table = *worker_.shared().clients;
     ClientTable::Key key =
         ClientTable::key_of(exchange.client, own ? config->conn_zone : kGlobalConnZone);
@@ -76,7 +81,11 @@ Router::StepOutcome Router::step_conn_limit(Exchange& exchange, RouteState& rout
 Router::StepOutcome Router::step_rate_limit(Exchange& exchange, RouteState& route) {
     if (route.rate_checked) return StepOutcome::Continue;
     std::optional<std::string_view> path = rule_path(*exchange.request);
-    const LimitRule* rule = path ? find_limit_rule(*route.site->config, *path) : nullptr;
+    // A location's own limits replace the site's.
+    const SiteConfig& rules = route.location && !route.location->own->limits.empty()
+                                  ? *route.location->own
+                                  : *route.site->config;
+    const LimitRule* rule = path ? find_limit_rule(rules, *path) : nullptr;
     if (!rule) return StepOutcome::Continue;
     route.rate_checked = true;
     ClientTable& table = *worker_.shared().clients;
@@ -105,7 +114,11 @@ Router::StepOutcome Router::step_rate_limit(Exchange& exchange, RouteState& rout
 // nginx's allow / deny, on the client address after the real-IP rules.
 Router::StepOutcome Router::step_allow_deny(Exchange& exchange, RouteState& route) {
     std::optional<std::string_view> path = rule_path(*exchange.request);
-    const AccessRule* rule = path ? find_access_rule(*route.site->config, *path) : nullptr;
+    // A location's own rules replace the site's.
+    const SiteConfig& rules = route.location && !route.location->own->access.empty()
+                                  ? *route.location->own
+                                  : *route.site->config;
+    const AccessRule* rule = path ? find_access_rule(rules, *path) : nullptr;
     if (!rule || access_allows(*rule, exchange.client)) return StepOutcome::Continue;
     log_refusal(exchange, route, "access forbidden by rule");
     refuse(exchange, route, 403);

@@ -10,7 +10,7 @@ namespace lepus {
 
 bool Router::route_to_proxy(Exchange& exchange, RouteState& state) {
     SiteHandlers& site = *state.site;
-    const SiteHandlers::ProxyRoute& route = *site.proxy;
+    const ProxyRoute& route = *site.proxy;
     const Request& request = *exchange.request;
     // Undecodable paths and "OPTIONS *": the files' own answers (400, 204).
     if (request.path == "*" || decode_path(request.path, path_) != 0) return false;
@@ -27,7 +27,13 @@ bool Router::route_to_proxy(Exchange& exchange, RouteState& state) {
             match = match || path_.starts_with(prefix);
         if (!match) return false;
     }
-    proxy::BackendGroup& group = state.serving->proxy_of(site);
+    proxy_to(exchange, state, route);
+    return true;
+}
+
+void Router::proxy_to(Exchange& exchange, RouteState& state, const ProxyRoute& route) {
+    SiteHandlers& site = *state.site;
+    proxy::BackendGroup& group = state.serving->proxy_groups[route.group];
     state.upstream_started_ms = exchange.now_ms; // the access log's $upstream_response_time
     if (buffers_request_body(exchange, site)) {
         // The backend connection is taken once the body is here (nginx's
@@ -45,7 +51,6 @@ bool Router::route_to_proxy(Exchange& exchange, RouteState& state) {
     }
     // The same response filters as a script's: X-Accel-Redirect, compression.
     wrap_response_stream(exchange, site, StreamOrigin::Proxy);
-    return true;
 }
 
 } // namespace lepus

@@ -115,27 +115,35 @@ bool make_x_accel_files(const std::optional<XAccel>& x_accel, const StaticOption
 }
 
 // The site's locations, each with its own files (and scripts) under its
-// root, with the site's file options otherwise; sorted for the router.
+// root, with the site's file options otherwise, or its own HTTP backend;
+// sorted for the router.
 bool make_locations(const SiteConfig& site, const StaticOptions& site_options,
                     const fastcgi::ScriptResolverOptions* scripts, SiteHandlers& handlers,
+                    ServingSet& set, const ServerOptions& server, unsigned index, unsigned threads,
                     std::string& error) {
     auto extensions = std::make_shared<const std::vector<std::string>>(
         scripts ? scripts->extensions : std::vector<std::string>{});
     for (const SiteLocation& config : site.locations) {
         SiteHandlers::Location location;
         location.config = &config;
-        StaticOptions options = site_options;
-        options.root = config.root;
-        location.files = StaticHandler::create(options, error);
-        if (location.files && config.handler == "fastcgi" && scripts) {
-            fastcgi::ScriptResolverOptions own = *scripts;
-            own.root = config.root;
-            location.scripts = fastcgi::ScriptResolver::create(own, error);
-        }
-        if (!location.files || (config.handler == "fastcgi" && !location.scripts)) {
-            if (config.handler == "fastcgi" && !scripts) error = "the site has no fastcgi";
-            error.insert(0, config.origin + ": location " + config.path + ": ");
-            return false;
+        static const SiteConfig no_keys; // a location made by hand, not read: none of its own
+        location.own = config.own ? config.own.get() : &no_keys;
+        if (config.handler == "proxy" && location.own->proxy)
+            location.proxy = make_proxy_route(set, server, &*location.own->proxy, index, threads);
+        if (!config.root.empty()) {
+            StaticOptions options = site_options;
+            options.root = config.root;
+            location.files = StaticHandler::create(options, error);
+            if (location.files && config.handler == "fastcgi" && scripts) {
+                fastcgi::ScriptResolverOptions own = *scripts;
+                own.root = config.root;
+                location.scripts = fastcgi::ScriptResolver::create(own, error);
+            }
+            if (!location.files || (config.handler == "fastcgi" && !location.scripts)) {
+                if (config.handler == "fastcgi" && !scripts) error = "the site has no fastcgi";
+                error.insert(0, config.origin + ": location " + config.path + ": ");
+                return false;
+            }
         }
         location.script_extensions = extensions;
         location.extension_views.assign(extensions->begin(), extensions->end());
@@ -147,6 +155,25 @@ bool make_locations(const SiteConfig& site, const StaticOptions& site_options,
                          return a.config->path.size() > b.config->path.size();
                      });
     return true;
+}
+
+// Which rule steps a site's requests go through (SiteHandlers::uses).
+SiteHandlers::Uses site_uses(const SiteConfig& site, bool try_files) {
+    SiteHandlers::Uses uses;
+    auto add = [&uses](const SiteConfig& config) {
+        uses.conn_limit |= config.conn_limit != 0;
+        uses.limits |= !config.limits.empty();
+        uses.access |= !config.access.empty();
+        uses.auth |= !config.auth.empty();
+        uses.headers |= !config.headers.empty();
+        uses.try_files |= config.try_files.has_value();
+    };
+    add(site);
+    for (const SiteLocation& location : site.locations)
+        if (location.own) add(*location.own);
+    uses.try_files |= try_files; // the site's own, or --try-files / --spa
+    uses.locations = !site.locations.empty();
+    return uses;
 }
 
 std::unique_ptr<ServingSet> make_serving_set(const ServerOptions& options,
@@ -166,6 +193,7 @@ std::unique_ptr<ServingSet> make_serving_set(const ServerOptions& options,
     set->access_log_format = options.access_log_format;
     set->root.log_format = options.access_log_format.get();
     set->root.try_files = options.try_files;
+    set->root.uses.try_files = options.try_files.has_value();
     set->root.compress = options.compress;
     if (!options.domains.empty()) { // an ACME root is an HTTPS site, as an ACME [[site]]
         set->root.https_redirect = acme_redirect_port(options);
@@ -192,6 +220,7 @@ std::unique_ptr<ServingSet> make_serving_set(const ServerOptions& options,
         handlers.log_format =
             site.access_log_format ? site.access_log_format.get() : options.access_log_format.get();
         handlers.try_files = site.try_files ? site.try_files : options.try_files;
+        handlers.uses = site_uses(site, handlers.try_files.has_value());
         handlers.compress = site.compress.value_or(options.compress);
         if (site.request_buffering.value_or(options.request_buffering))
             handlers.body_buffer = body_buffer_options(options);
@@ -230,7 +259,8 @@ std::unique_ptr<ServingSet> make_serving_set(const ServerOptions& options,
             handlers.fastcgi_params = options.fastcgi_params;
             fastcgi::merge_cgi_params(handlers.fastcgi_params, site.fastcgi_params);
         }
-        if (!make_locations(site, site_options, scripts ? &*scripts : nullptr, handlers, error))
+        if (!make_locations(site, site_options, scripts ? &*scripts : nullptr, handlers, *set,
+                            options, index, threads, error))
             return nullptr;
         if (site.proxy || !options.proxy.address.empty())
             handlers.proxy = make_proxy_route(*set, options, site.proxy ? &*site.proxy : nullptr,

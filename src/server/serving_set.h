@@ -30,6 +30,27 @@
 
 namespace lepus {
 
+// An HTTP backend (server/router_proxy.cc): the ServingSet::proxy_groups
+// index, the path prefixes it serves (none: what the files lack) and the Host to send.
+struct ProxyRoute {
+    size_t group = 0;
+    std::vector<std::string> paths;
+    std::string host;
+};
+
+// How one of a site's `locations` is served (server/router_locations.cc).
+struct LocationHandlers {
+    const SiteLocation* config = nullptr;
+    // The keys the location sets itself (SiteLocation::own): never null.
+    const SiteConfig* own = nullptr;
+    std::unique_ptr<StaticHandler> files;             // null: no root of its own
+    std::unique_ptr<fastcgi::ScriptResolver> scripts; // handler = "fastcgi"
+    std::optional<ProxyRoute> proxy;                  // handler = "proxy"
+    // The site's script extensions: a static location refuses them (403).
+    std::shared_ptr<const std::vector<std::string>> script_extensions;
+    std::vector<std::string_view> extension_views;
+};
+
 // How one site (or the default root, when there are no [[site]] blocks) is served.
 struct SiteHandlers {
     std::unique_ptr<StaticHandler> files;
@@ -54,14 +75,15 @@ struct SiteHandlers {
     // The internal folder for X-Accel-Redirect / X-Sendfile and its files; null: none.
     std::optional<XAccel> x_accel;
     std::unique_ptr<StaticHandler> x_accel_files;
-    // An HTTP backend (server/router_proxy.cc): the ServingSet::proxy_groups
-    // index, the path prefixes it serves (none: what the files lack) and the Host to send.
-    struct ProxyRoute {
-        size_t group = 0;
-        std::vector<std::string> paths;
-        std::string host;
-    };
+    using ProxyRoute = lepus::ProxyRoute;
     std::optional<ProxyRoute> proxy;
+    // The router's rule steps this site needs, for its own rules or a
+    // location's (set with the handlers): a site without such rules pays one
+    // test per step, whether it has locations or not.
+    struct Uses {
+        bool conn_limit = false, limits = false, access = false, auth = false;
+        bool headers = false, try_files = false, locations = false;
+    } uses;
 
     // The site's first name, for the error log ("server: ..."); empty for the default root.
     std::string_view name() const {
@@ -70,14 +92,7 @@ struct SiteHandlers {
     }
     // The site's `locations` (server/router_locations.cc), exact ones first,
     // then prefixes longest first: the first that matches is the request's.
-    struct Location {
-        const SiteLocation* config = nullptr;
-        std::unique_ptr<StaticHandler> files;
-        std::unique_ptr<fastcgi::ScriptResolver> scripts; // handler = "fastcgi"
-        // The site's script extensions: a static location refuses them (403).
-        std::shared_ptr<const std::vector<std::string>> script_extensions;
-        std::vector<std::string_view> extension_views;
-    };
+    using Location = LocationHandlers;
     std::vector<Location> locations;
 };
 

@@ -1,5 +1,6 @@
 #include "server/site_table.h"
 
+#include "base/ascii.h"
 #include "http/path.h"
 
 #include <algorithm>
@@ -90,15 +91,30 @@ void append_redirect_target(const Redirect& redirect, std::string_view path, std
     out.append(query);
 }
 
-void add_rule_headers(const SiteConfig& site, std::string_view path, ResponseHead& out) {
-    for (const HeaderRule& rule : site.headers) {
-        std::string_view match = rule.match;
-        bool applies = match == "*" ||
-                       (match.starts_with("*.") && ends_with_extension(path, match.substr(1))) ||
-                       (match.starts_with("/") && path.starts_with(match));
-        if (!applies) continue;
-        out.add(rule.name, rule.value);
-    }
+namespace {
+
+bool rule_applies(const HeaderRule& rule, std::string_view path) {
+    std::string_view match = rule.match;
+    return match == "*" ||
+           (match.starts_with("*.") && ends_with_extension(path, match.substr(1))) ||
+           (match.starts_with("/") && path.starts_with(match));
+}
+
+bool names_header(const std::vector<HeaderRule>& rules, std::string_view name) {
+    return std::any_of(rules.begin(), rules.end(),
+                       [name](const HeaderRule& rule) { return ascii_iequals(rule.name, name); });
+}
+
+} // namespace
+
+void add_rule_headers(const SiteConfig& site, std::string_view path, ResponseHead& out,
+                      const SiteConfig* location) {
+    for (const HeaderRule& rule : site.headers)
+        if (rule_applies(rule, path) && (!location || !names_header(location->headers, rule.name)))
+            out.add(rule.name, rule.value);
+    if (!location) return;
+    for (const HeaderRule& rule : location->headers)
+        if (rule_applies(rule, path)) out.add(rule.name, rule.value);
 }
 
 } // namespace lepus

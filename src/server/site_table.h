@@ -43,7 +43,10 @@ const Redirect* find_redirect(const SiteConfig& site, std::string_view path); //
 void append_redirect_target(const Redirect& redirect, std::string_view path, std::string_view query,
                             const PatternMatch& match, std::string& out);
 
-// Adds a field for every header rule of `site` that matches `path`.
-void add_rule_headers(const SiteConfig& site, std::string_view path, ResponseHead& out);
+// Adds a field for every header rule of `site` that matches `path`, then of
+// `location` (a location's own SiteConfig, may be null): a name the
+// location's rules set is not taken from the site's.
+void add_rule_headers(const SiteConfig& site, std::string_view path, ResponseHead& out,
+                      const SiteConfig* location = nullptr);
 
 } // namespace lepus

@@ -35,9 +35,11 @@ IO = os.environ.get("LEPUS_IO", "")
 # LEPUS_PROTOCOL=h2 or h2c runs the same tests over HTTP/2 (CTest registers
 # *_h2 and *_h2c variants of the tests in the protocol matrix, like the io_uring
 # twins): Lepus.fetch() then speaks that protocol through curl, and checks that
-# curl really did. "h1" (the default) is HTTP/1.1 in clear.
+# curl really did. "h1" (the default) is HTTP/1.1 in clear. "h3" (issue 39) adds
+# a quic:// listener on the https:// one's port and fetches through h3client.py
+# (aioquic); a test is skipped, saying why, without aioquic or a lepus with QUIC.
 PROTOCOL = os.environ.get("LEPUS_PROTOCOL", "h1")
-PROTOCOLS = ("h1", "h2", "h2c")
+PROTOCOLS = ("h1", "h2", "h2c", "h3")
 if PROTOCOL not in PROTOCOLS:
     raise SystemExit("LEPUS_PROTOCOL=%r: expected one of %s" % (PROTOCOL, ", ".join(PROTOCOLS)))
 CURL = shutil.which("curl")
@@ -142,6 +144,32 @@ def test_certificate():
     return _certificate
 
 
+def free_tcp_and_udp_port():
+    """A port on 127.0.0.1 free a moment ago for both TCP and UDP: an https://
+    and a quic:// listener share the number (issue 39)."""
+    for _ in range(50):
+        port = free_port()
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError("no port free for both TCP and UDP")
+
+
+_quic_binaries = {}
+
+
+def binary_has_quic(binary=None):
+    """True when this lepus offers quic:// listeners (its --help names them)."""
+    binary = binary or BINARY
+    if binary not in _quic_binaries:
+        done = subprocess.run([binary, "--help"], capture_output=True, text=True, timeout=30)
+        _quic_binaries[binary] = "quic://" in done.stdout + done.stderr
+    return _quic_binaries[binary]
+
+
 def raise_fd_limit(wanted=65536):
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     try:
@@ -157,9 +185,18 @@ class Lepus:
                  protocol=None, binary=None):
         require_binary()
         # The protocol fetch() speaks: the matrix's (LEPUS_PROTOCOL) unless given.
-        # "h2" adds an https:// listener with a test certificate (tls_port).
+        # "h2" adds an https:// listener with a test certificate (tls_port);
+        # "h3" also a quic:// one on the same port number (quic_port).
         self.protocol = protocol or PROTOCOL
         self.tls_port = None
+        self.quic_port = _quic_port(args)
+        if self.protocol == "h3" and listen:
+            _skip_without_h3(binary)
+            cert, key = test_certificate()
+            self.tls_port = self.quic_port = free_tcp_and_udp_port()
+            args = ["--listen", "https://127.0.0.1:%d" % self.tls_port, "--listen",
+                    "quic://127.0.0.1:%d" % self.quic_port, "--tls-cert", cert,
+                    "--tls-key", key] + list(args)
         if self.protocol == "h2" and listen:
             cert, key = test_certificate()
             self.tls_port = free_port()
@@ -217,6 +254,8 @@ class Lepus:
 
     def url(self, path):
         """The URL of `path` on the listener of this server's protocol."""
+        if self.protocol == "h3":
+            return "https://127.0.0.1:%d%s" % (self.quic_port, path)
         if self.protocol == "h2":
             return "https://127.0.0.1:%d%s" % (self.tls_port, path)
         return "http://127.0.0.1:%d%s" % (self.port, path)
@@ -227,7 +266,10 @@ class Lepus:
         are "Name: value" lines ("Host: x" becomes :authority over HTTP/2);
         curl_options are more curl arguments (--connect-to through a relay).
         Returns a Response whose .protocol is what curl spoke ("1.1" or "2"):
-        a request that did not go over the wanted protocol fails the test."""
+        a request that did not go over the wanted protocol fails the test.
+        Over h3 the request goes through h3client.py instead (.protocol "3")."""
+        if self.protocol == "h3":
+            return self._fetch_h3(path, headers, method, body, timeout, curl_options)
         if not CURL:
             raise AssertionError("curl is needed for the protocol matrix (apt-get install curl)")
         flags = {"h1": ["--http1.1"], "h2": ["--http2", "-k"],
@@ -275,6 +317,19 @@ class Lepus:
         response.protocol = version
         response.header_lines = lines[1:]
         return response
+
+    def _fetch_h3(self, path, headers, method, body, timeout, curl_options):
+        """fetch() over HTTP/3 on this server's quic:// listener, as a Response."""
+        import h3client
+        if not h3client.AIOQUIC:
+            raise unittest.SkipTest(h3client.MISSING_REASON)
+        if self.quic_port is None:
+            raise unittest.SkipTest("LEPUS_PROTOCOL=h3: this lepus was started without a "
+                                    "quic:// listener")
+        if curl_options:
+            raise unittest.SkipTest("LEPUS_PROTOCOL=h3: curl options %s have no HTTP/3 "
+                                    "equivalent in h3client.py" % " ".join(curl_options))
+        return fetch_h3(self.url(path), headers, method, body, timeout)
 
     # --- process -----------------------------------------------------------
     def stderr(self):
@@ -328,6 +383,41 @@ class Lepus:
                 test.assertIn(", %s, max" % IO, text, "lepus did not run on --io " + IO)
         remove_temp_dir(self.tmp)
         return code
+
+
+def fetch_h3(url, headers=(), method="GET", body=None, timeout=20):
+    """One HTTP/3 request through h3client.py (aioquic) as a Response with
+    .protocol "3", like Lepus.fetch()'s (also for the peers the h3 fixtures
+    are checked against: test/e2e/h3_fixtures_test.py)."""
+    import h3client
+    answer = h3client.h3_fetch(url, method, list(headers), body, timeout)
+    lines = ["%s: %s" % (name, value) for name, value in answer.headers]
+    head = "\r\n".join(["HTTP/3 %d" % answer.status] + lines)
+    response = Response(answer.status, "", {name: value for name, value in answer.headers},
+                        answer.body, head.encode("latin-1"))
+    response.protocol = "3"
+    response.header_lines = lines
+    return response
+
+
+def _quic_port(args):
+    """The port of a quic://ADDR:PORT listener among lepus's arguments, or None."""
+    for arg in args:
+        match = re.match(r"quic://.*:(\d+)$", str(arg))
+        if match:
+            return int(match.group(1))
+    return None
+
+
+def _skip_without_h3(binary):
+    """Skips the calling test when HTTP/3 cannot be spoken: no aioquic, or a
+    lepus without quic:// listeners (issue 39's server side not built in)."""
+    import h3client
+    if not h3client.AIOQUIC:
+        raise unittest.SkipTest(h3client.MISSING_REASON)
+    if not binary_has_quic(binary):
+        raise unittest.SkipTest("LEPUS_PROTOCOL=h3: this lepus has no quic:// listener "
+                                "(its --help does not name one)")
 
 
 class Response:

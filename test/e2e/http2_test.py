@@ -549,6 +549,46 @@ class Http2(unittest.TestCase):
         self.assertIn(goaway_code(frames), (0x2, 0xB))  # INTERNAL_ERROR or ENHANCE_YOUR_CALM
         self.assertTrue(result.get("closed"))
 
+    def test_data_after_the_clients_own_reset_in_the_same_write_is_stream_closed(self):
+        # RFC 9113 §5.1: DATA on a stream the client reset is a STREAM_CLOSED
+        # connection error. lepus checks DATA headers before nghttp2 sees them,
+        # handing nghttp2 the bytes in runs: the check must come after the
+        # frames before it in the same read (the HEADERS that opened the
+        # stream, the RST_STREAM that closed it) were handed over.
+        with self.raw_h2c() as sock:
+            sock.sendall(frame(HEADERS, END_HEADERS, 1, request_block()) +
+                         frame(RST_STREAM, 0, 1, struct.pack(">I", 8)) +
+                         frame(DATA, END_STREAM, 1, b"x"))
+            frames = read_frames(sock, seconds=5)
+        self.assertEqual(goaway_code(frames), 0x5, frames)  # STREAM_CLOSED
+        # The same frames on streams of their own, all in one write, are fine.
+        with self.raw_h2c() as sock:
+            sock.sendall(frame(HEADERS, END_HEADERS, 1, request_block()) +
+                         frame(DATA, END_STREAM, 1, b"x") +
+                         frame(HEADERS, END_HEADERS, 3, request_block()) +
+                         frame(RST_STREAM, 0, 3, struct.pack(">I", 8)) +
+                         frame(HEADERS, END_HEADERS | END_STREAM, 5, request_block()))
+            frames = read_frames(sock, seconds=3, done=lambda got: sum(
+                f[0] == HEADERS and f[2] in (1, 5) for f in got) == 2)
+        self.assertIsNone(goaway_code(frames), frames)
+        self.assertEqual({f[2] for f in frames if f[0] == HEADERS} & {1, 5}, {1, 5})
+
+    def test_a_connection_idle_past_its_frame_buffer_trim_answers_again(self):
+        # After a second without activity the connection gives its nghttp2
+        # frame buffer's pages back (Http2Engine::on_deadline); the next
+        # frames are packed into fresh pages, the HPACK state is untouched.
+        with self.raw_h2c() as sock:
+            sock.sendall(frame(HEADERS, END_HEADERS | END_STREAM, 1, request_block()))
+            first = read_streams(sock, [1])[1]
+            time.sleep(2.5)  # the trim is due 1 s after the last activity
+            sock.sendall(frame(HEADERS, END_HEADERS | END_STREAM, 3, request_block()) +
+                         frame(HEADERS, END_HEADERS | END_STREAM, 5, request_block()))
+            again = read_streams(sock, [3, 5])
+        self.assertEqual(first[1], b"<p>hello over h2</p>\n")
+        for head, body in again.values():
+            self.assertTrue(head)
+            self.assertEqual(body, first[1])
+
     def test_continuation_flood_is_cut_off(self):
         with self.raw_h2c() as sock:
             block = request_block()

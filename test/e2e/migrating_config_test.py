@@ -171,18 +171,43 @@ class LocationKeys(unittest.TestCase):
     def test_bad_locations_are_refused_with_their_line(self):
         path, result = self.check_site(
             '{ path = "wp-content/", root = "/" },\n'
-            '{ path = "/a/", root = "/", headers = [] },\n'
+            '{ path = "/a/", headers = [{ name = "X a", value = "v" }] },\n'
             '{ path = "/b/", root = "/", handler = "cgi" },\n'
             '{ path = "/c/../d/", root = "/" },\n'
-            '{ path = "/e/" },')
+            '{ path = "/e/", handler = "static" },\n'
+            '{ path = "/f/", handler = "proxy" },\n'
+            '{ path = "/g/", proxy = { address = "ftp://x" } },\n'
+            '{ path = "/h/", proxy = "127.0.0.1:1", root = "/" },\n'
+            '{ path = "/i/", limits = { rate = "fast" } },\n'
+            '{ path = "/j/", conn_limit = 0 },\n'
+            '{ path = "/k/", try_files = ["$uri"] },\n'
+            '{ path = "/l/", auth = { realm = "x" } },\n'
+            '{ path = "/m/", proxy = { address = "127.0.0.1:1", paths = ["/x/"] } },\n'
+            '{ path = "/n/", colour = "red" },\n'
+            '{ path = "/o/", handler = "static", proxy = "127.0.0.1:1", root = "/" },\n'
+            '{ path = "/p/", proxy = "127.0.0.1:1", try_files = ["$uri", "=404"] },\n'
+            '{ path = "/q/", auth = { off = true }, headers = [{ name = "X-Ok", value = "1" }] },')
         self.assertEqual(result.returncode, 1, result.stderr)
         where = re.escape(path)
-        self.assertRegex(result.stderr, where + r":4:\d+: a location needs a path starting with /")
-        self.assertRegex(result.stderr, where + r":5:\d+: 'headers' in a location is not "
-                         r"supported yet")
-        self.assertRegex(result.stderr, where + r":6:\d+: a location's handler is static or fastcgi")
-        self.assertRegex(result.stderr, where + r":7:\d+: a location's path is a normalised path")
-        self.assertRegex(result.stderr, where + r":8:\d+: a location needs a 'root'")
+        for line, message in (
+                (4, r"a location needs a path starting with /"),
+                (5, r"a header rule needs match, a valid name"),
+                (6, r"a location's handler is static, fastcgi or proxy"),
+                (7, r"a location's path is a normalised path"),
+                (8, r'handler = "static" needs a \'root\''),
+                (9, r'handler = "proxy" needs proxy = \{ address = ... \}'),
+                (10, r"proxy address 'ftp://x' is not"),
+                (11, r"a proxy location has no root"),
+                (12, r"'rate' is requests per second or minute"),
+                (13, r"'conn_limit' must be a positive whole number"),
+                (14, r"try_files"),
+                (15, r"an auth rule needs either htpasswd"),
+                (16, r"a location's proxy has no paths"),
+                (17, r"unknown key 'colour' in locations"),
+                (18, r'a location with proxy has handler = "proxy"'),
+                (19, r"a proxy location has no try_files")):
+            self.assertRegex(result.stderr, where + r":%d:\d+: " % line + message)
+        self.assertNotRegex(result.stderr, where + r":20:")  # a good one
 
     def test_a_missing_root_and_fastcgi_without_a_backend_are_named(self):
         path, result = self.check_site('{ path = "/up/", root = "/nonexistent/lepus-up" },')

@@ -36,7 +36,7 @@ TEST(Http2Head, StatusDateServerFirstNamesLowercasedConnectionFieldsDropped) {
         head.add(name, "x");
     head.add("X-Custom", "a b");
     head.add("TEE", "1");
-    std::string text;
+    HeadText text;
     std::vector<nghttp2_nv> fields;
     head_to_fields(head, kNow, text, fields);
     EXPECT_EQ(as_pairs(fields), (Fields{{":status", "200"},
@@ -54,7 +54,7 @@ TEST(Http2Head, ScratchSpaceIsReusedWithoutStaleFields) {
     head.add("A", "1");
     head.add("B", "2");
     head.add("Content-Security-Policy-Report-Only", "default-src 'self'");
-    std::string text;
+    HeadText text;
     std::vector<nghttp2_nv> fields;
     head_to_fields(head, kNow, text, fields);
     head.clear();
@@ -67,6 +67,34 @@ TEST(Http2Head, ScratchSpaceIsReusedWithoutStaleFields) {
                                         {"vary", "Accept"}}));
 }
 
+// Past the room kept in place, the names go to the heap; a usual head after
+// that is written in place again, each correct.
+TEST(Http2Head, ALongHeadAndThenAShortOne) {
+    ResponseHead head;
+    head.status = 200;
+    std::string name(40, 'N');
+    Fields expected{
+        {":status", "200"}, {"date", "Sun, 06 Nov 1994 08:49:37 GMT"}, {"server", "lepus"}};
+    for (char last : {'a', 'b', 'c', 'd', 'e', 'f'}) {
+        name.back() = char(last - 32);
+        head.add(name, std::string(1, last));
+        expected.emplace_back(std::string(39, 'n') + last, std::string(1, last));
+    }
+    HeadText text;
+    std::vector<nghttp2_nv> fields;
+    head_to_fields(head, kNow, text, fields);
+    EXPECT_EQ(as_pairs(fields), expected);
+    EXPECT_GT(text.capacity(), 0u);
+    head.clear();
+    head.status = 304;
+    head.add("ETag", "\"2\"");
+    head_to_fields(head, kNow, text, fields);
+    EXPECT_EQ(as_pairs(fields), (Fields{{":status", "304"},
+                                        {"date", "Sun, 06 Nov 1994 08:49:37 GMT"},
+                                        {"server", "lepus"},
+                                        {"etag", "\"2\""}}));
+}
+
 TEST(Http2Head, ABlockOfCachedFieldsComesFirst) {
     std::string lines;
     std::vector<FieldAt> block;
@@ -76,7 +104,7 @@ TEST(Http2Head, ABlockOfCachedFieldsComesFirst) {
     head.status = 206;
     head.set_block(lines, block);
     head.add("Content-Range", "bytes 0-0/9");
-    std::string text;
+    HeadText text;
     std::vector<nghttp2_nv> fields;
     head_to_fields(head, kNow, text, fields);
     Fields pairs = as_pairs(fields);
@@ -86,6 +114,23 @@ TEST(Http2Head, ABlockOfCachedFieldsComesFirst) {
     EXPECT_EQ(pairs[4], (std::pair<std::string, std::string>{"etag", "\"1\""}));
     EXPECT_EQ(pairs[5], (std::pair<std::string, std::string>{"content-range", "bytes 0-0/9"}));
     EXPECT_EQ(lines, "Content-Type: text/css\r\nETag: \"1\"\r\n"); // the block is not lowercased
+}
+
+// nghttp2 keeps the pointers (NO_COPY) until it packs the frame, maybe after
+// the per-second date cache changed: the date is the block's own copy.
+TEST(Http2Head, FieldsAreNotCopiedByNghttp2AndTheDateIsTheBlocksOwn) {
+    ResponseHead head;
+    head.status = 200;
+    head.add("ETag", "\"1\"");
+    HeadText text;
+    std::vector<nghttp2_nv> fields;
+    head_to_fields(head, kNow, text, fields);
+    ASSERT_EQ(fields.size(), 4u);
+    for (const nghttp2_nv& field : fields)
+        EXPECT_EQ(field.flags, NGHTTP2_NV_FLAG_NO_COPY_NAME | NGHTTP2_NV_FLAG_NO_COPY_VALUE);
+    const char* date = reinterpret_cast<const char*>(fields[1].value);
+    EXPECT_GE(date, text.data());
+    EXPECT_LE(date + fields[1].valuelen, text.data() + text.size());
 }
 
 // is_backend_own_field is exchange.h's, shared with the HTTP/1.1 engine.

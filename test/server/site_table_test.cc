@@ -89,5 +89,25 @@ TEST(SiteRules, HeadersByExtensionPrefixOrAll) {
     EXPECT_EQ(lines("/.css"), "X-Site: a\r\n"); // a dotfile, not the extension
 }
 
+// A location's rules add to the site's; a name both set (in any case) is the location's alone.
+TEST(SiteTable, LocationHeaderRulesAddToTheSitesAndReplaceTheSameName) {
+    SiteConfig site;
+    site.headers = {{"*", "X-Frame-Options", "DENY"}, {"*", "X-Site", "a"}};
+    SiteConfig location;
+    location.headers = {{"*", "x-frame-options", "SAMEORIGIN"},
+                        {"*.css", "Cache-Control", "max-age=60"}};
+    auto lines = [&](std::string_view path, const SiteConfig* own) {
+        ResponseHead head;
+        add_rule_headers(site, path, head, own);
+        std::string out;
+        head.append_http1_fields(out);
+        return out;
+    };
+    EXPECT_EQ(lines("/assets/a.css", &location),
+              "X-Site: a\r\nx-frame-options: SAMEORIGIN\r\nCache-Control: max-age=60\r\n");
+    EXPECT_EQ(lines("/assets/a.js", &location), "X-Site: a\r\nx-frame-options: SAMEORIGIN\r\n");
+    EXPECT_EQ(lines("/assets/a.css", nullptr), "X-Frame-Options: DENY\r\nX-Site: a\r\n");
+}
+
 } // namespace
 } // namespace lepus

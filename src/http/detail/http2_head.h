@@ -4,20 +4,51 @@
 
 #include "http/response_head.h"
 
+#include <array>
 #include <ctime>
+#include <memory>
 #include <nghttp2/nghttp2.h>
 #include <string>
 #include <vector>
 
 namespace lepus::detail {
 
+// Where a header block's lowercased names, date and digits are written: in
+// place for a usual head (a static file's has 46 bytes of names), on the
+// heap past that. No allocation, and no zero-filling, for most responses.
+class HeadText {
+public:
+    // `size` bytes to write into; what an earlier call returned is gone.
+    char* room(size_t size) {
+        size_ = size;
+        if (size <= inline_.size()) return inline_.data();
+        if (heap_size_ < size) {
+            heap_ = std::make_unique_for_overwrite<char[]>(size);
+            heap_size_ = size;
+        }
+        return heap_.get();
+    }
+    const char* data() const { return size_ <= inline_.size() ? inline_.data() : heap_.get(); }
+    size_t size() const { return size_; }
+    // Heap bytes held (the stream's memory bound counts them).
+    size_t capacity() const { return heap_size_; }
+
+private:
+    std::array<char, 160> inline_;
+    size_t size_ = 0;
+    std::unique_ptr<char[]> heap_;
+    size_t heap_size_ = 0;
+};
+
 // `head` as an HTTP/2 header block in `fields`: ":status" first, then date and
 // server, the head's fields with their names lowercased (RFC 9113 §8.2.1)
 // and connection fields dropped (§8.2.2), then content-length. Values point
-// into `head` (and the per-second date cache); names and digits into `text`,
-// scratch space sized once per block: no allocation per field once it has
-// grown (nghttp2_submit_response copies the block).
-void head_to_fields(const ResponseHead& head, time_t now, std::string& text,
+// into `head`; names, the date and digits into `text`. The fields are marked
+// NO_COPY: nghttp2 reads them when it packs the HEADERS frame (in a later
+// nghttp2_session_mem_send), so `head` and `text` must stay as they are
+// until then or until the stream closes (nghttp2 then drops the frame
+// unread): the HTTP/2 engine keeps `text` in the stream, beside its head.
+void head_to_fields(const ResponseHead& head, time_t now, HeadText& text,
                     std::vector<nghttp2_nv>& fields);
 
 } // namespace lepus::detail

@@ -2,6 +2,7 @@
 // http2_stream.cc, http2_deadline.cc): one stream's state. Not for other users.
 #pragma once
 
+#include "http/detail/http2_head.h"
 #include "http/exchange.h"
 #include "http/min_rate.h"
 #include "http/request.h"
@@ -70,8 +71,11 @@ struct Http2Stream {
     MinRate body_rate;
     // The answer.
     bool submitted = false; // HEADERS submitted
-    bool relaying = false;  // DATA comes from exchange.stream
-    bool deferred = false;  // the DATA source waits for the backend
+    // The response header block's lowercased names, date and digits, which
+    // nghttp2 reads when it packs the HEADERS (detail::head_to_fields).
+    detail::HeadText head_text;
+    bool relaying = false; // DATA comes from exchange.stream
+    bool deferred = false; // the DATA source waits for the backend
     bool accounted = false;
     int status = 0;
     uint64_t body_sent = 0;
@@ -83,7 +87,7 @@ struct Http2Stream {
         return text.capacity() + cookie.capacity() +
                fields.capacity() * sizeof(decltype(fields)::value_type) +
                headers.capacity() * sizeof(Header) + exchange.response.head.capacity() +
-               exchange.response.owned_body.capacity();
+               exchange.response.owned_body.capacity() + head_text.capacity();
     }
     // Where the payload of the DATA frame read_body announced starts, counted
     // in the body (response.body, then the file range).

@@ -93,8 +93,12 @@ void read_fastcgi_params(ConfigReader& reader, const toml::node& node,
                          std::vector<std::pair<std::string, std::string>>& params);
 void read_proxy(ConfigReader& reader, const toml::node& node, SiteConfig& site);
 void read_error_pages(ConfigReader& reader, const toml::node& node, SiteConfig& site);
-void read_header_rules(ConfigReader& reader, const toml::node& node, SiteConfig& site);
-void read_auth_rules(ConfigReader& reader, const toml::node& node, SiteConfig& site);
+// `in_location`: read for a location's own SiteConfig (SiteLocation::own),
+// where a rule without `match` (headers) or `paths` (auth) covers all of it.
+void read_header_rules(ConfigReader& reader, const toml::node& node, SiteConfig& site,
+                       bool in_location = false);
+void read_auth_rules(ConfigReader& reader, const toml::node& node, SiteConfig& site,
+                     bool in_location = false);
 void read_redirects(ConfigReader& reader, const toml::node& node, SiteConfig& site);
 void read_tls(ConfigReader& reader, const toml::node& node, SiteConfig& site);
 // access, limits and conn_limit (config_limits.cc).

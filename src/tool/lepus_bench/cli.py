@@ -15,6 +15,7 @@ import glob
 import json
 import os
 import platform
+import re
 import resource
 import shutil
 import signal
@@ -67,7 +68,8 @@ def parse_args(argv):
                         "lepus-uring), in the same rounds as the others"
                         % (",".join(servers.IO_BACKENDS), servers.DEFAULT_IO))
     parser.add_argument("--scenarios", default=None,
-                        help="comma-separated scenario names (default: all; --quick: %s)"
+                        help="comma-separated scenario names (default: all but the h3 ones; "
+                        "--quick: %s)"
                         % ",".join(QUICK_SCENARIOS))
     parser.add_argument("--modes", default=None,
                         help="pinned (server on CPU 0, generator on CPU 1, one worker) and/or "
@@ -138,7 +140,7 @@ def parse_args(argv):
     args.mode_list = _split(args.modes, MODES, "mode")
     if args.scenarios is None:
         args.scenario_list = list(QUICK_SCENARIOS) if args.quick else [
-            s.name for s in scenarios.SCENARIOS]
+            s.name for s in scenarios.SCENARIOS if s.default]
     else:
         args.scenario_list = _split(args.scenarios, scenarios.BY_NAME, "scenario")
     args.only_micro = args.micro and not any(
@@ -267,6 +269,26 @@ def check_tls_answer(server, tls, notes):
     return True
 
 
+def check_h3_answer(server, h3, notes):
+    """Sits a server out of the h3 scenarios unless one request for / over HTTP/3
+    (h3load -n1) gets a 200 of index.html's length; says why a server has no
+    h3. Always True (the other scenarios still run)."""
+    if h3 and server.h3_port:
+        generated = loadgen.run_generator(loadgen.h3load_command(
+            scenarios.h3_url(server, "/"), 1, 1, 0, requests=1), timeout=30)
+        report = re.search(r"^LEPUS_BENCH (\{.*\})$", generated.output, re.M)
+        answer = json.loads(report.group(1)) if report else {}
+        good = (answer.get("requests"), answer.get("status_errors"), answer.get("bytes")) == \
+            (1, 0, len(servers.INDEX_HTML.encode()))
+        if not good:
+            server.h3_note = "GET / over HTTP/3 did not answer index.html: %s" % (
+                loadgen._tail(generated.output, 1))
+            server.h3_port = None
+    if h3 and server.h3_note:
+        notes.append("%s: h3 scenarios skipped: %s" % (server.name, server.h3_note))
+    return True
+
+
 def run_mode(args, mode, params, lepus, root, tmp, jobs, progress, rows, notes):
     """Starts every server of one mode at once (each idles until its turn), runs
     the mode's scenarios in interleaved rounds, stops them all."""
@@ -276,6 +298,7 @@ def run_mode(args, mode, params, lepus, root, tmp, jobs, progress, rows, notes):
     nofile = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
     needs_php = any(job[1].php for job in jobs)
     tls = servers.TlsSetup(os.path.join(tmp, "tls")) if any(job[1].tls for job in jobs) else None
+    h3 = any(job[1].h3 for job in jobs)
     started = []
     try:
         ports = {name: args.port_base + i for i, name in enumerate(args.server_list)}
@@ -308,7 +331,8 @@ def run_mode(args, mode, params, lepus, root, tmp, jobs, progress, rows, notes):
             server.fpm = fpm
             started.append(server)
             if check_answers(server, needs_php, notes) and check_tls_answer(server, tls, notes) \
-                    and check_proxy_answer(server, backend_port, notes):
+                    and check_proxy_answer(server, backend_port, notes) \
+                    and check_h3_answer(server, h3, notes):
                 live[name] = server
         turns = rounds.Turns(mode, live, params, client_cpus, progress, rows, notes)
         for _, scenario in jobs:

@@ -80,6 +80,18 @@ def h2load_command(url, connections, streams, seconds, headers=()):
     return cmd + [url]
 
 
+def h3load_command(url, connections, streams, seconds, headers=(), requests=None):
+    """bench/h3load (scripts/install-h3load): HTTP/3 with h2load's flags,
+    `streams` requests in flight per QUIC connection, for `seconds` (-D) or
+    `requests` (-n). It prints wrk's LEPUS_BENCH report (parse_wrk)."""
+    # Go's flag package takes "-c 100", not h2load's "-c100".
+    cmd = [find_program("h3load"), "-c", str(connections), "-m", str(streams)]
+    cmd += ["-n", str(requests)] if requests else ["-D", str(seconds)]
+    for header in headers:
+        cmd += ["-H", header]
+    return cmd + [url]
+
+
 def parse_h2load(generated):
     """Metrics from h2load's summary."""
     text = generated.output

@@ -39,9 +39,18 @@ CHART_TESTS_EXCLUDED = ("10m", "slowloris")  # MB/s and seconds: not request rat
 MAX_FIELDS = ("rss_per_idle_kib",)
 
 
+# The rows of N connections held idle, memory each: TLS, HTTP/2, HTTP/3 (QUIC).
+HELD_IDLE = {"tls idle ": "TLS", "h2 idle ": "HTTP/2", "h3 idle ": "HTTP/3 (QUIC)"}
+
+
+def held_idle(test):
+    return test.startswith(tuple(HELD_IDLE))
+
+
 def label(test):
-    if test.startswith("tls idle "):
-        return "HTTPS: %s idle TLS connections held (memory each)" % test.split()[2]
+    if held_idle(test):
+        kind = next(kind for prefix, kind in HELD_IDLE.items() if test.startswith(prefix))
+        return "HTTPS: %s idle %s connections held (memory each)" % (test.split()[2], kind)
     if test.startswith("idle ") and test != "idle 0":
         return "wrk -c50 `/`, %s idle connections held" % test.split()[1]
     return LABELS.get(test, test)
@@ -116,7 +125,7 @@ def cell(test, m):
         elif "rps" in m:
             text += "; ab -c10 meanwhile got nothing in 30 s"
         return text
-    if test.startswith("tls idle "):
+    if held_idle(test):
         return "%d held, %.2f KiB each" % (m.get("idle_held", 0), m.get("rss_per_idle_kib", 0))
     if test == "10m":
         text = "%.2f GB/s" % (m["mbps"] / 1000)
@@ -250,7 +259,7 @@ def charts(out, meta, table, verdict=()):
                                _tests(table, mode), name, title)
             drawn += [png] if png else []
         tests = [t for t in _tests(table, mode)
-                 if t not in CHART_TESTS_EXCLUDED and not t.startswith("tls idle")]
+                 if t not in CHART_TESTS_EXCLUDED and not held_idle(t)]
         if not tests:
             continue
         for field, title, suffix in (

@@ -56,6 +56,7 @@ class Turns:
         names = [name for name, server in self.live.items()
                  if not (scenario.php and server.php_note) and
                  not (scenario.tls and not server.tls_port) and
+                 not (scenario.h3 and not server.h3_port) and
                  not (scenario.proxy and server.proxy_note) and
                  (scenario.proxy or name not in servers.PROXY_ONLY) and
                  (not scenario.only or name in scenario.only)]

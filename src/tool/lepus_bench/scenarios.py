@@ -4,7 +4,9 @@ always carries the server's CPU during its turn (from /proc), the generator's
 own CPU (from wait4) and whether the generator, not the server, was the
 bottleneck.
 """
+import json
 import re
+import subprocess
 import threading
 import time
 
@@ -79,6 +81,17 @@ def h2load(ctx, server, path, connections, streams, headers=(), tls=True):
     return measure(ctx, server, cmd, loadgen.parse_h2load, timeout=ctx.seconds + 60)
 
 
+def h3load(ctx, server, path, connections, streams, headers=()):
+    """HTTP/3 on the server's QUIC listener (the TLS port's number, UDP)."""
+    cmd = loadgen.h3load_command(h3_url(server, path), connections, streams, ctx.seconds,
+                                 headers=headers)
+    return measure(ctx, server, cmd, loadgen.parse_wrk, timeout=ctx.seconds + 60)
+
+
+def h3_url(server, path="/"):
+    return "https://127.0.0.1:%d%s" % (server.h3_port, path)
+
+
 def ab(ctx, server, path, concurrency, keepalive=False, tolerate=False, tls=False):
     """ab for this turn's seconds (-t)."""
     cmd = loadgen.ab_command(url(server, path, tls), concurrency, seconds=ctx.seconds,
@@ -121,6 +134,45 @@ def run_tls_idle(ctx, server, h2=False):
     finally:
         held.close()
     return [("%s idle %dk" % ("h2" if h2 else "tls", ctx.params.idle_connections // 1000), row)]
+
+
+def run_h3_idle(ctx, server):
+    """Memory per idle QUIC connection: h3load -idle holds N connections, each
+    after one answered request, until its standard input closes."""
+    count = min(ctx.params.idle_connections, H3_IDLE_MAX)
+    cmd = [loadgen.find_program("h3load"), "-idle", str(count), "-hold", "600",
+           h3_url(server, "/")]
+    if ctx.client_cpus:
+        cmd = [loadgen.find_program("taskset") or "taskset", "-c", ctx.client_cpus] + cmd
+    rss_before = procstat.rss_bytes([server.pid])
+    holder = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                              stderr=subprocess.DEVNULL, text=True)
+    try:
+        timer = threading.Timer(120 + count / 50, holder.kill)  # a bound on the set-up
+        timer.start()
+        line = ""
+        for line in holder.stdout:
+            if line.startswith("LEPUS_BENCH_IDLE "):
+                break
+        timer.cancel()
+        if not line.startswith("LEPUS_BENCH_IDLE "):
+            raise RuntimeError("h3load -idle printed no report (exit %s)" % holder.poll())
+        held = json.loads(line.split(" ", 1)[1])
+        time.sleep(0.5)
+        rss_held = procstat.rss_bytes([server.pid])
+        row = {"rps": 0.0, "idle_held": held["held"], "idle_still_open": held["held"],
+               "failed": held["failed"],
+               "rss_per_idle_kib": (rss_held - rss_before) / 1024 / max(1, held["held"]),
+               "server_rss_mb": rss_held / 1e6, "server_cores": 0.0, "client_cores": 0.0,
+               "generator_bound": False}
+    finally:
+        holder.stdin.close()  # h3load closes its connections and exits
+        try:
+            holder.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            holder.kill()
+            holder.wait()
+    return [("h3 idle %dk" % (count // 1000), row)]
 
 
 def run_slowloris(ctx, server):
@@ -181,7 +233,8 @@ class Scenario:
     one turn of it, and how to warm a server up for it."""
 
     def __init__(self, name, describe, needs, estimate, run, pinned_only=False,
-                 php=False, once=False, warm_up=None, tls=False, only=(), proxy=False):
+                 php=False, once=False, warm_up=None, tls=False, only=(), proxy=False, h3=False,
+                 default=True):
         self.name = name
         self.describe = describe
         self.needs = needs
@@ -195,6 +248,10 @@ class Scenario:
         # in lepus and nginx (gzip on, gzip_static on, the same level and types).
         self.only = only
         self.proxy = proxy  # through each server's reverse proxy to one shared backend
+        self.h3 = h3  # HTTP/3 on each server's QUIC listener (servers without one sit it out)
+        # In the run without --scenarios; the h3 rows are asked for by name, as
+        # their generator is built here (scripts/install-h3load), not a package.
+        self.default = default
         # (Context, Server) -> None; by default one turn of the scenario itself.
         self.warm_up = warm_up or (lambda ctx, server: self.run(ctx, server))
 
@@ -217,6 +274,9 @@ H2C_SERVERS = ("lepus", "lepus-before", "h2o")
 # A browser's Accept-Encoding, less zstd (nginx has no zstd): the compression rows.
 ACCEPT_GZIP_BR = "Accept-Encoding: gzip, br"
 COMPRESSING = ("lepus", "lepus-before", "nginx")
+# Idle QUIC connections held by h3idle: each is a UDP socket and a quic-go
+# connection in the generator (tens of KiB), so fewer than the TCP idle rows.
+H3_IDLE_MAX = 2000
 
 SCENARIOS = [
     Scenario("ab", "ab -c 100 for a turn, HTTP/1.0, a new connection per request", ["ab"],
@@ -282,6 +342,21 @@ SCENARIOS = [
              _single("h2c 4k", lambda c, s: h2load(c, s, "/4k.html", 100, 10, tls=False)), only=H2C_SERVERS),
     Scenario("h2c-100k", "h2load -c10 -m1 on /100k.bin over plain TCP (h2c)", ["h2load"], _turn,
              _single("h2c 100k", lambda c, s: h2load(c, s, "/100k.bin", 10, 1, tls=False)), only=H2C_SERVERS),
+    # HTTP/3 (issue 39): the h2 rows' loads through bench/h3load, on the same
+    # pages, so h3 and h2 sit on the same page of the report.
+    Scenario("h3-small", "h3load -c100 -m10 on / over HTTP/3 (QUIC, the TLS port's number)",
+             ["h3load"], _turn, _single("h3 small", lambda c, s: h3load(c, s, "/", 100, 10)),
+             tls=True, h3=True, default=False),
+    Scenario("h3-4k", "h3load -c100 -m10 on /4k.html over HTTP/3", ["h3load"], _turn,
+             _single("h3 4k", lambda c, s: h3load(c, s, "/4k.html", 100, 10)), tls=True, h3=True,
+             default=False),
+    Scenario("h3-100k", "h3load -c10 -m1 on /100k.bin over HTTP/3", ["h3load"], _turn,
+             _single("h3 100k", lambda c, s: h3load(c, s, "/100k.bin", 10, 1)), tls=True,
+             h3=True, default=False),
+    Scenario("h3-idle", "N idle QUIC connections held (after one request each, at most %d): "
+             "memory per connection" % H3_IDLE_MAX, ["h3load"],
+             lambda p, seconds: min(p.idle_connections, H3_IDLE_MAX) / 200 + 3, run_h3_idle,
+             pinned_only=True, once=True, tls=True, h3=True, default=False),
     Scenario("h2-idle", "N idle HTTP/2 connections held (after one request each): memory per "
              "connection", [], lambda p, seconds: p.idle_connections / 1000 + 3,
              lambda c, s: run_tls_idle(c, s, h2=True), pinned_only=True, once=True, tls=True),

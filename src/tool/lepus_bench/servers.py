@@ -18,7 +18,7 @@ import time
 from . import procstat
 
 TEMPLATES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "templates")
-KNOWN_SERVERS = ("lepus", "nginx", "apache", "lighttpd", "h2o", "haproxy")
+KNOWN_SERVERS = ("lepus", "nginx", "apache", "lighttpd", "h2o", "haproxy", "caddy")
 DEFAULT_SERVERS = ("lepus", "nginx", "apache")
 # lepus's event engines (`lepus --io`). With --io epoll,uring lepus takes part once
 # per engine, as a server of its own: "lepus" (epoll) and "lepus-uring".
@@ -31,10 +31,12 @@ LEPUS_BEFORE = "lepus-before"
 PACKAGES = {"wrk": "wrk", "ab": "apache2-utils", "nginx": "nginx", "apache2": "apache2",
             "lighttpd": "lighttpd", "h2o": "h2o", "php-fpm": "php-fpm",
             "gnuplot": "gnuplot-nox", "slowhttptest": "slowhttptest", "taskset": "util-linux",
-            "openssl": "openssl", "h2load": "nghttp2-client"}
+            "openssl": "openssl", "h2load": "nghttp2-client", "caddy": "caddy"}
+# Programs no Debian package has: how to get them.
+BUILT_HERE = {"h3load": "scripts/install-h3load (go build of bench/h3load)"}
 # The servers that take part in the TLS scenarios (apache's mod_ssl is left out:
 # the TLS issue compares lepus with nginx, h2o and lighttpd).
-TLS_SERVERS = ("nginx", "h2o", "lighttpd")
+TLS_SERVERS = ("nginx", "h2o", "lighttpd", "caddy")
 LIGHTTPD_OPENSSL = "/usr/lib/lighttpd/mod_openssl.so"
 # A server's TLS port: its plain port plus this.
 TLS_PORT_OFFSET = 100
@@ -47,8 +49,11 @@ BACKEND_BODY = b"proxied by the backend\n"
 PROXY_SERVERS = ("nginx", "h2o", "haproxy")
 # Servers that only proxy (no files): they take part in the proxy scenario alone.
 PROXY_ONLY = ("haproxy",)
+# HTTP/3 (issue 39) on the TLS port's number, UDP: Caddy; lepus when its --help
+# names quic:// listeners. Debian 12's nginx 1.22 and h2o 2.2.5 have none.
+H3_SERVERS = ("caddy",)
 SERVER_PROGRAMS = {"nginx": "nginx", "apache": "apache2", "lighttpd": "lighttpd", "h2o": "h2o",
-                   "haproxy": "haproxy"}
+                   "haproxy": "haproxy", "caddy": "caddy"}
 APACHE_MODULES = "/usr/lib/apache2/modules"
 BACKLOG = 4096
 APACHE_THREADS = 100  # per process: enough for -c100 without queueing
@@ -110,7 +115,9 @@ def _which(name):
     path = shutil.which(name)
     if path:
         return path
-    for folder in ("/usr/sbin", "/sbin", "/usr/local/sbin"):
+    # $GOPATH/bin: where scripts/install-h3load puts h3load.
+    gopath = os.environ.get("GOPATH") or os.path.expanduser("~/go")
+    for folder in ("/usr/sbin", "/sbin", "/usr/local/sbin", os.path.join(gopath, "bin")):
         candidate = os.path.join(folder, name)
         if os.access(candidate, os.X_OK):
             return candidate
@@ -120,6 +127,10 @@ def _which(name):
 def require_programs(names):
     """Raises one BenchError naming every missing program and its package."""
     missing = [name for name in names if not find_program(name)]
+    built = [name for name in missing if name in BUILT_HERE]
+    if built:
+        raise BenchError("missing %s; build with: %s" % (
+            ", ".join(built), ", ".join(BUILT_HERE[name] for name in built)))
     if missing:
         packages = " ".join(sorted({PACKAGES[name] for name in missing}))
         raise BenchError("missing %s; install with: apt-get install -y %s"
@@ -241,6 +252,8 @@ def _tls_values(name, tls, tls_port):
         lines = ('$SERVER["socket"] == "127.0.0.1:%d" {\n    ssl.engine = "enable"\n'
                  '    ssl.pemfile = "%s"\n    ssl.privkey = "%s"\n}' % (tls_port, tls.cert,
                                                                       tls.key))
+    elif name == "caddy":
+        lines = "https://:%d {\n\timport site\n\ttls %s %s\n}" % (tls_port, tls.cert, tls.key)
     else:
         lines = ""
     return {"TLS_LINES": lines, "TLS_MODULE": ', "mod_openssl"' if name == "lighttpd" else ""}
@@ -400,6 +413,18 @@ class Server:
             self.tls_port = port + TLS_PORT_OFFSET
         elif tls:
             self.tls_note = "no TLS listener in lepus-bench for %s" % name
+        # HTTP/3 on the TLS port's number (UDP), or why not.
+        self.h3_port = None
+        self.h3_note = "no TLS listener" if not self.tls_port else None
+        if self.tls_port and name in H3_SERVERS:
+            self.h3_port = self.tls_port
+        elif self.tls_port and is_lepus(name):
+            if lepus_has_quic(lepus):
+                self.h3_port = self.tls_port
+            else:
+                self.h3_note = "this lepus has no quic:// listener (its --help names none)"
+        elif self.tls_port:
+            self.h3_note = "%s does not speak HTTP/3 (Debian's build)" % name
         self.tmp = tmp
         self.php_note = None  # set when this server cannot run the PHP scenario
         # Set when it cannot run the proxy scenario.
@@ -434,6 +459,8 @@ class Server:
             if self.tls_port:
                 cmd += ["--listen", "https://127.0.0.1:%d" % self.tls_port,
                         "--tls-cert", tls.cert, "--tls-key", tls.key]
+            if self.h3_port:
+                cmd += ["--listen", "quic://127.0.0.1:%d" % self.h3_port]
             if backend_port:
                 if lepus_has_flag(lepus, "--proxy"):
                     # /proxy/ goes to the backend, as nginx's and h2o's location
@@ -485,9 +512,17 @@ class Server:
             values["ACCESS_LOG_LINE"] = "access-log: %s" % log if log else ""
             config = render("h2o.conf", os.path.join(tmp, "h2o.conf"), values)
             cmd = [find_program("h2o"), "-c", config]
+        elif name == "caddy":
+            values["ACCESS_LOG_LINE"] = ("log {\n\t\toutput file %s\n\t}" % log) if log else ""
+            config = render("Caddyfile", os.path.join(tmp, "Caddyfile"), values)
+            cmd = [find_program("caddy"), "run", "--config", config, "--adapter", "caddyfile"]
+            # Its workers are Go's threads running goroutines; its state stays in tmp.
+            env = dict(os.environ, GOMAXPROCS=str(workers), HOME=tmp, XDG_DATA_HOME=tmp,
+                       XDG_CONFIG_HOME=tmp)
         else:
             raise BenchError("unknown server %r" % name)
-        self.process = Process(name, cmd, tmp, cpus, stop_signal=stop_signal)
+        self.process = Process(name, cmd, tmp, cpus, stop_signal=stop_signal,
+                               env=env if name == "caddy" else None)
         try:
             wait_until_connectable(self.process, ("127.0.0.1", port), name)
             if self.tls_port:
@@ -523,13 +558,19 @@ def lepus_has_flag(lepus, flag):
     return re.search(pattern, _help_texts[lepus]) is not None
 
 
+def lepus_has_quic(lepus):
+    """Whether this lepus serves HTTP/3: its --help names quic:// listeners (issue 39)."""
+    lepus_has_flag(lepus, "--help")  # fills the cache
+    return "quic://" in _help_texts.get(lepus, "")
+
+
 def server_version(name, lepus):
     """A short version string for the report header (lepus: that server's binary)."""
     if is_lepus(name):
         program, flag = lepus, "--version"
     else:
         program = find_program(SERVER_PROGRAMS.get(name, name))
-        flag = "-v"
+        flag = "version" if name == "caddy" else "-v"
     try:
         result = subprocess.run([program, flag], capture_output=True, text=True, timeout=10)
     except (OSError, subprocess.TimeoutExpired):
