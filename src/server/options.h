@@ -96,6 +96,7 @@ struct ServerOptions {
     uint64_t fastcgi_queue_timeout_ms = 10000;
     uint64_t fastcgi_timeout_ms = 60000;
     uint64_t fastcgi_idle_timeout_ms = 30000;
+    uint64_t fastcgi_connect_timeout_ms = 10000;
     // --fastcgi-keepalive on|off: FCGI_KEEP_CONN and idle pooled connections.
     // Off (nginx's default): php-fpm binds a child to each connection it accepts,
     // so kept-alive connections beyond pm.max_children would hang (issue 32).

@@ -363,7 +363,7 @@ void Router::run_script(Exchange& exchange, RouteState& route, fastcgi::ScriptTa
         exchange.connection->local().format_host(server_name);
     target.server_name = server_name;
     target.extra_params = site.fastcgi_params;
-    fastcgi::UpstreamPool& pool = route.serving->pool_of(site);
+    upstream::Group& pool = route.serving->fastcgi_of(site);
     route.upstream_started_ms = exchange.now_ms;
     if (buffers_request_body(exchange, site)) {
         // php-fpm gets the request once its body is here: a child is

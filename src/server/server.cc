@@ -157,7 +157,9 @@ void log_start_up_summary(const ServerOptions& options, const std::vector<std::s
         for (const std::string& name : site.server_names)
             names.append(names.empty() ? "" : " ").append(name);
         std::string backends;
-        if (site.fastcgi) backends.append(", FastCGI ").append(site.fastcgi->address);
+        if (site.fastcgi)
+            for (const std::string& address : site.fastcgi->addresses)
+                backends.append(", FastCGI ").append(address);
         if (site.proxy)
             for (const std::string& address : site.proxy->addresses)
                 backends.append(", proxy ").append(address);

@@ -70,9 +70,9 @@ public:
     const Http1Context& http1() const { return http1_; }
     WorkerStats& stats() { return stats_; }
     // FastCGI connections and queue of every pool of this reactor, for the status page.
-    fastcgi::UpstreamGauges& fastcgi_gauges() { return fastcgi_gauges_; }
+    upstream::UpstreamGauges& fastcgi_gauges() { return fastcgi_gauges_; }
     // The same for the reverse proxy's HTTP backend pools.
-    fastcgi::UpstreamGauges& proxy_gauges() { return proxy_gauges_; }
+    upstream::UpstreamGauges& proxy_gauges() { return proxy_gauges_; }
 
     // The current serving set; picks up one handed over by reload() first.
     const std::shared_ptr<ServingSet>& serving() {
@@ -80,9 +80,11 @@ public:
         return serving_;
     }
     // Any thread (SIGHUP; before the reactor runs, the first set): hands over a
-    // new set; the worker takes it at its next request.
+    // new set; the worker takes it at its next request, or at its next turn
+    // (its pools' active health checks start then, with or without traffic).
     void reload(std::unique_ptr<ServingSet> set) {
         delete pending_.exchange(set.release(), std::memory_order_acq_rel);
+        reactor_.post([this] { serving(); });
     }
     // Copies the open-file cache counters of every handler into stats().
     void publish_cache_stats();
@@ -106,8 +108,8 @@ private:
     Http1StatePool states_;
     Router router_;
     Http1Context http1_;
-    fastcgi::UpstreamGauges fastcgi_gauges_; // before the sets: their pools write to it
-    fastcgi::UpstreamGauges proxy_gauges_;
+    upstream::UpstreamGauges fastcgi_gauges_; // before the sets: their pools write to it
+    upstream::UpstreamGauges proxy_gauges_;
     std::shared_ptr<ServingSet> serving_;
     std::atomic<ServingSet*> pending_{nullptr};
     std::vector<std::unique_ptr<ServingSet>> retired_;

@@ -9,6 +9,7 @@ clients, IPv4 and IPv6, as a load balancer in front of lepus would.
 limits_test.py has what is about connections: --conn-limit and conn_limit
 over HTTP/1.1 connections and HTTP/2 streams, the table's memory bound under
 a million addresses, and `lepus -t`. Needs php-fpm."""
+import hashlib
 import json
 import os
 import re
@@ -19,6 +20,7 @@ import unittest
 import harness
 import phpfpm
 
+BODY_MD5 = "<?php echo md5(file_get_contents('php://input'));\n"
 LOGIN = "<?php echo 'login ', $_SERVER['REMOTE_ADDR'], ' ', strlen(file_get_contents('php://input'));\n"
 
 
@@ -39,6 +41,7 @@ class MatrixLimits(unittest.TestCase):
                 f.write('limits = [{ paths = ["/wp-login.php"], rate = "1r/m", burst = 5, '
                         'nodelay = true },\n'
                         '  { paths = ["/slow/"], rate = "2r/s", burst = 3 },\n'
+                        '  { paths = ["/held/"], rate = "2r/s", burst = 1 },\n'
                         '  { paths = ["/busy/"], rate = "1r/m", status = 503 }]\n')
                 f.write('access = [{ paths = ["/admin/"], allow = ["10.0.0.0/8", '
                         '"2001:db8:a::/48"], deny = ["0.0.0.0/0", "::/0"] },\n'
@@ -48,6 +51,7 @@ class MatrixLimits(unittest.TestCase):
         cls.fpm, cls.server = phpfpm.start_site(cls, write_config, children=2, fastcgi=False,
                                                 root=cls.root)
         for name, content in (("index.html", "home\n"), ("wp-login.php", LOGIN),
+                              ("held/body.php", BODY_MD5),
                               ("slow/page.txt", "slow page\n"), ("busy/page.txt", "busy\n"),
                               ("admin/index.html", "admin\n"), ("admin/public/logo.txt", "logo\n"),
                               ("office/index.html", "office\n")):
@@ -111,6 +115,19 @@ class MatrixLimits(unittest.TestCase):
         self.assertLessEqual(status["limits"]["entries"], status["limits"]["capacity"])
         prometheus = self.server.fetch("/_status?format=prometheus").body.decode()
         self.assertRegex(prometheus, r'lepus_limited_requests_total\{site="limited.test"\} \d+')
+
+    def test_a_post_body_held_through_a_delay_reaches_php(self):
+        # The second request waits 500 ms for the bucket while its whole body
+        # (within HTTP/2's stream window) arrives and is held; when the wait
+        # is over the body and its end are offered at once, and the stream
+        # must then be polled to open its backend connection and send them
+        # (over HTTP/2 it once never was: the request hung).
+        body = b"q" * 150000
+        for i in range(2):
+            response = self.fetch("/held/body.php?%d" % i, "198.51.100.40", method="POST",
+                                  body=body)
+            self.assertEqual((response.status, response.body),
+                             (200, hashlib.md5(body).hexdigest().encode()))
 
     def test_a_burst_without_nodelay_is_delayed_then_served(self):
         # 2r/s with a burst of 3: the first request at once, the next three

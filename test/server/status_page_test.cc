@@ -33,6 +33,8 @@ StatusSnapshot sample() {
     r.quic_packets_sent = 16;
     r.quic_packets_dropped = 17;
     r.quic_packets_handed_over = 18;
+    r.proxy_down = 1;
+    r.proxy_failures = 3;
     status.reactors = {r, StatusSnapshot::Reactor{}};
     status.status_codes = {{200, 40}, {404, 2}};
     status.fastcgi_502 = 1;
@@ -54,6 +56,8 @@ TEST(StatusPage, JsonHasTheCounters) {
         << out;
     EXPECT_NE(out.find("\"proxy\": {\"busy\": 6, \"idle\": 8, \"queued\": 9, \"tunnels\": 11}"),
               std::string::npos)
+        << out;
+    EXPECT_NE(out.find("\"proxy_backends\": {\"down\": 1, \"failures\": 3}"), std::string::npos)
         << out;
     EXPECT_NE(out.find("\"tunnels\": 4"), std::string::npos) << out;
     EXPECT_NE(out.find("\"http3\": {\"connections\": 12, \"connections_total\": 13, "
@@ -111,6 +115,8 @@ TEST(StatusPage, PrometheusLinesAreWellFormed) {
     EXPECT_NE(out.find("lepus_proxy_tunnels{reactor=\"0\"} 11\n"), std::string::npos);
     EXPECT_NE(out.find("lepus_http3_connections{reactor=\"0\"} 12\n"), std::string::npos);
     EXPECT_NE(out.find("lepus_quic_packets_dropped_total{reactor=\"0\"} 17\n"), std::string::npos);
+    EXPECT_NE(out.find("lepus_proxy_backends_down{reactor=\"0\"} 1\n"), std::string::npos);
+    EXPECT_NE(out.find("lepus_proxy_backend_failures_total{reactor=\"0\"} 3\n"), std::string::npos);
     EXPECT_NE(out.find("lepus_connections{reactor=\"0\",state=\"tunnel\"} 4\n"), std::string::npos);
 }
 
