@@ -343,6 +343,18 @@ class Lepus:
         except FileNotFoundError:
             return ""
 
+    def error_lines(self, *needles, count=1, timeout=10):
+        """The error-log lines holding every one of `needles`, once there are
+        `count` of them (the log is written by a thread of its own), or those
+        there are after `timeout` seconds."""
+        deadline = time.monotonic() + timeout
+        while True:
+            lines = [line for line in self.error_log_text().splitlines()
+                     if all(needle in line for needle in needles)]
+            if len(lines) >= count or time.monotonic() > deadline:
+                return lines
+            time.sleep(0.05)
+
     def access_lines(self):
         with open(self.access_log) as f:
             return f.read().splitlines()
