@@ -102,6 +102,19 @@ def temp_dir(owner=None, name="e2e"):
     return path
 
 
+def wait_until(test, condition, what, timeout=10.0):
+    """Polls condition() until it is true and returns its value; fails `test`
+    (a TestCase), saying `what` it waited for, after `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = condition()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            test.fail("timed out waiting for " + what)
+        time.sleep(0.05)
+
+
 def remove_temp_dir(path):
     """Removes a directory made by temp_dir() with its content; a missing one is fine."""
     shutil.rmtree(path, ignore_errors=True)

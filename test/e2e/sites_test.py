@@ -10,13 +10,12 @@ import signal
 import socket
 import textwrap
 import threading
-import time
 import unittest
 
 import harness
 import phpfpm
 from fastcgi_test import Responder, find_responder
-from harness import Lepus
+from harness import Lepus, wait_until
 
 PAGE_404 = b"<html><body>custom 404 of a.test</body></html>\n"
 PAGE_405 = b"no such method here\n"
@@ -27,18 +26,6 @@ def write_file(path, content):
     os.makedirs(os.path.dirname(path), exist_ok=True)
     with open(path, "wb") as f:
         f.write(content if isinstance(content, bytes) else content.encode())
-
-
-def wait_until(test, condition, what, timeout=10.0):
-    """Polls condition() until it is true; fails the test after timeout seconds."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = condition()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            test.fail("timed out waiting for " + what)
-        time.sleep(0.05)
 
 
 def ask(port, host, path, method="GET", headers=(), keep=False):
