@@ -19,6 +19,18 @@ def check(path, cwd=None):
                           timeout=30, cwd=cwd)
 
 
+def run_as_nobody(args, cwd):
+    """Runs lepus with `args` as the user nobody (the child drops root first)."""
+    nobody = pwd.getpwnam("nobody")
+
+    def as_nobody():
+        os.setgroups([])
+        os.setgid(nobody.pw_gid)
+        os.setuid(nobody.pw_uid)
+    return subprocess.run([BINARY] + args, capture_output=True, text=True, timeout=30, cwd=cwd,
+                          preexec_fn=as_nobody)
+
+
 class CheckMode(unittest.TestCase):
     def setUp(self):
         self.dir = harness.temp_dir(self, "config")
@@ -81,17 +93,10 @@ class CheckMode(unittest.TestCase):
     @unittest.skipUnless(os.geteuid() == 0, "needs root, to run -t as another user")
     def test_check_by_a_user_who_cannot_switch_users(self):
         # Start-up refuses --user unless started as root; so does -t.
-        nobody = pwd.getpwnam("nobody")
         os.chmod(self.dir, 0o755)
         path = self.write('root = "www"\nuser = "nobody"\n')
         os.chmod(path, 0o644)
-
-        def as_nobody():
-            os.setgroups([])
-            os.setgid(nobody.pw_gid)
-            os.setuid(nobody.pw_uid)
-        result = subprocess.run([BINARY, "-t", "--config", path], capture_output=True, text=True,
-                                timeout=30, cwd=self.dir, preexec_fn=as_nobody)
+        result = run_as_nobody(["-t", "--config", path], cwd=self.dir)
         self.assertEqual(result.returncode, 1, result.stdout)
         self.assertIn("need lepus to start as root", result.stderr)
 
@@ -105,7 +110,6 @@ class CheckMode(unittest.TestCase):
 
     @unittest.skipUnless(os.geteuid() == 0, "needs root, to run -t as another user")
     def test_check_refuses_an_existing_log_file_it_cannot_write(self):
-        nobody = pwd.getpwnam("nobody")
         os.chmod(self.dir, 0o777)
         log = os.path.join(self.dir, "access.log")
         with open(log, "w"):
@@ -113,19 +117,11 @@ class CheckMode(unittest.TestCase):
         os.chmod(log, 0o644)  # root's
         path = self.write('root = "www"\naccess_log = "%s"\n' % log)
         os.chmod(path, 0o644)
-
-        def as_nobody():
-            os.setgroups([])
-            os.setgid(nobody.pw_gid)
-            os.setuid(nobody.pw_uid)
-        result = subprocess.run([BINARY, "-t", "--config", path], capture_output=True, text=True,
-                                timeout=30, cwd=self.dir, preexec_fn=as_nobody)
+        result = run_as_nobody(["-t", "--config", path], cwd=self.dir)
         self.assertEqual(result.returncode, 1, result.stdout)
         self.assertIn("access log '%s' is not writable" % log, result.stderr)
         # Whereas a start by nobody fails the same way.
-        result = subprocess.run([BINARY, "--config", path, "--listen", "127.0.0.1:0"],
-                                capture_output=True, text=True, timeout=30, cwd=self.dir,
-                                preexec_fn=as_nobody)
+        result = run_as_nobody(["--config", path, "--listen", "127.0.0.1:0"], cwd=self.dir)
         self.assertEqual(result.returncode, 1, result.stdout)
 
     @unittest.skipUnless(os.geteuid() == 0, "needs root, to name a --user")
