@@ -349,7 +349,6 @@ class Privileges(unittest.TestCase):
 class Reload(unittest.TestCase):
     def test_reload_under_load_drops_nothing_and_bad_config_keeps_serving(self):
         import signal
-        import threading
         import time
         d = harness.temp_dir(self, "reload")
         for version in ("v1", "v2"):
@@ -364,28 +363,13 @@ class Reload(unittest.TestCase):
 
         write_config(os.path.join(d, "v1"))
         server = Lepus(["--config", config, "--threads", "2"])
-        seen, failures, stop = [], [], threading.Event()
+        seen = []
 
-        def client(keepalive):
-            while not stop.is_set():
-                try:
-                    if keepalive:
-                        with server.connect() as s:
-                            for _ in range(20):
-                                s.sendall(b"GET / HTTP/1.1\r\nHost: x.test\r\n\r\n")
-                                from harness import read_response
-                                r = read_response(s)
-                                seen.append(r.body) if r.status == 200 else failures.append(r.status)
-                    else:
-                        r = server.request("GET / HTTP/1.1\r\nHost: x.test\r\nConnection: close\r\n\r\n")
-                        seen.append(r.body) if r.status == 200 else failures.append(r.status)
-                except OSError as e:
-                    failures.append(repr(e))
-
-        threads = [threading.Thread(target=client, args=(k,)) for k in (True, False, True)]
+        def record(r):
+            seen.append(r.body) if r.status == 200 else load.failures.append(r.status)
+        load = harness.ClientLoad(server, "x.test", "/", record, per_connection=20)
         try:
-            for t in threads:
-                t.start()
+            load.start()
             time.sleep(0.5)
             write_config(os.path.join(d, "v2"))
             os.kill(server.proc.pid, signal.SIGHUP)
@@ -394,22 +378,17 @@ class Reload(unittest.TestCase):
                 f.write("[[site]\nbroken")
             os.kill(server.proc.pid, signal.SIGHUP)
             time.sleep(0.5)
-            stop.set()
-            for t in threads:
-                t.join()
-            self.assertEqual(failures, [])
+            load.stop()
+            self.assertEqual(load.failures, [])
             self.assertIn(b"v1", seen)
             self.assertEqual(seen[-1], b"v2")
             self.assertEqual(server.request("GET / HTTP/1.1\r\nHost: x.test\r\n\r\n").body, b"v2")
             # The logger writes its buffer once a second: wait for the line,
             # not a fixed time (it was flaky under load).
-            deadline = time.monotonic() + 10
-            while ("keeping the running" not in server.error_log_text() and
-                   time.monotonic() < deadline):
-                time.sleep(0.1)
+            server.error_lines("keeping the running")
             self.assertIn("keeping the running", server.error_log_text())
         finally:
-            stop.set()
+            load.stop()
             server.stop(self)
 
 

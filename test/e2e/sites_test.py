@@ -380,7 +380,7 @@ class FastCgiReload(unittest.TestCase):
 
         config(old.address)
         server = Lepus(["--config", sites.config, "--threads", "2"])
-        answers, failures, stop = [], [], threading.Event()
+        answers = []
 
         def backend_of(r):
             if r.status != 200:
@@ -388,23 +388,10 @@ class FastCgiReload(unittest.TestCase):
             return "php-fpm" if r.body == b"php-fpm" else "responder" if b"params" in r.body \
                 else "unknown %r" % r.body[:50]
 
-        def client(keepalive):
-            while not stop.is_set():
-                try:
-                    if keepalive:
-                        with server.connect() as s:
-                            for _ in range(10):
-                                s.sendall(b"GET /who.php HTTP/1.1\r\nHost: x.test\r\n\r\n")
-                                answers.append(backend_of(harness.read_response(s)))
-                    else:
-                        answers.append(backend_of(ask(server.port, "x.test", "/who.php")))
-                except OSError as e:
-                    failures.append(repr(e))
-
-        threads = [threading.Thread(target=client, args=(k,)) for k in (True, False, True)]
+        load = harness.ClientLoad(server, "x.test", "/who.php",
+                                  lambda r: answers.append(backend_of(r)), per_connection=10)
         try:
-            for t in threads:
-                t.start()
+            load.start()
             wait_until(self, lambda: answers.count("responder") >= 20, "answers from the old backend")
             config(fpm.address)
             os.kill(server.proc.pid, signal.SIGHUP)
@@ -413,10 +400,8 @@ class FastCgiReload(unittest.TestCase):
             mark = len(answers)
             wait_until(self, lambda: answers[mark:].count("php-fpm") >= 20,
                        "answers from the new backend", timeout=20)
-            stop.set()
-            for t in threads:
-                t.join()
-            self.assertEqual(failures, [])
+            load.stop()
+            self.assertEqual(load.failures, [])
             bad = [a for a in answers if a not in ("responder", "php-fpm")]
             self.assertEqual(bad, [])
             # Requests started after the switch all went to the new backend.
@@ -432,9 +417,7 @@ class FastCgiReload(unittest.TestCase):
 
             wait_until(self, old_connections_gone, "the old backend connections to close")
         finally:
-            stop.set()
-            for t in threads:
-                t.join()
+            load.stop()
             server.stop(self)
 
 
