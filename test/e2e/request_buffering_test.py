@@ -21,20 +21,18 @@ streams as before: there the slow POSTs hold both connections and the GET gets
 the queue's 503.
 """
 import hashlib
-import http.server
 import os
 import select
 import shutil
 import socket
-import socketserver
 import ssl
 import struct
 import textwrap
-import threading
 import time
 import unittest
 
 import harness
+import http_backend
 import phpfpm
 
 ANNOUNCED = 100000
@@ -479,41 +477,21 @@ class PhpBuffering(unittest.TestCase):
 # --- an HTTP backend ----------------------------------------------------------------------
 
 
-class Handler(http.server.BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-
-    def log_message(self, *args):
-        pass
-
+class Handler(http_backend.Handler):
     def do_GET(self):
-        self.answer(b"hello from the backend\n")
+        self.send_body(b"hello from the backend\n", "text/plain")
 
     def do_POST(self):
         length = int(self.headers.get("Content-Length", "0"))
-        self.answer(digest(self.rfile.read(length)))
-
-    def answer(self, body):
-        self.send_response(200)
-        self.send_header("Content-Type", "text/plain")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
+        self.send_body(digest(self.rfile.read(length)), "text/plain")
 
 
-class Backend(socketserver.ThreadingMixIn, http.server.HTTPServer):
-    daemon_threads = True
-
+class Backend(http_backend.HttpBackend):
     def __init__(self):
-        http.server.HTTPServer.__init__(self, ("127.0.0.1", 0), Handler)
-        self.address = "http://127.0.0.1:%d" % self.server_address[1]
-        threading.Thread(target=self.serve_forever, daemon=True).start()
+        http_backend.HttpBackend.__init__(self, Handler)
 
     def handle_error(self, request, client_address):
         pass  # a test's client left mid-body
-
-    def stop(self):
-        self.shutdown()
-        self.server_close()
 
 
 class ProxyBuffering(unittest.TestCase):
