@@ -8,6 +8,7 @@ import textwrap
 import unittest
 
 import harness
+from client_load import ClientLoad
 from harness import BINARY, Lepus
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -367,7 +368,7 @@ class Reload(unittest.TestCase):
 
         def record(r):
             seen.append(r.body) if r.status == 200 else load.failures.append(r.status)
-        load = harness.ClientLoad(server, "x.test", "/", record, per_connection=20)
+        load = ClientLoad(server, "x.test", "/", record, per_connection=20)
         try:
             load.start()
             time.sleep(0.5)

@@ -14,6 +14,7 @@ import unittest
 
 import harness
 import phpfpm
+from client_load import ClientLoad
 from fastcgi_test import Responder, find_responder
 from harness import Lepus, wait_until
 
@@ -388,7 +389,7 @@ class FastCgiReload(unittest.TestCase):
             return "php-fpm" if r.body == b"php-fpm" else "responder" if b"params" in r.body \
                 else "unknown %r" % r.body[:50]
 
-        load = harness.ClientLoad(server, "x.test", "/who.php",
+        load = ClientLoad(server, "x.test", "/who.php",
                                   lambda r: answers.append(backend_of(r)), per_connection=10)
         try:
             load.start()
