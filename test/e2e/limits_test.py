@@ -228,31 +228,31 @@ class TableMemory(unittest.TestCase):
 
 
 class CheckConfig(unittest.TestCase):
-    def test_t_refuses_bad_networks_and_rates(self):
+    def check(self, site):
+        """`lepus -t` on a lepus.toml of one [[site]] with a root and then `site`."""
         directory = harness.temp_dir(self, name="limits-check")
         config = os.path.join(directory, "lepus.toml")
         with open(config, "w") as f:
-            f.write('[[site]]\nroot = "%s"\n'
-                    'access = [{ paths = ["/admin/"], allow = ["10.0.0.0/33"], deny = ["::/0"] }]\n'
-                    'limits = [{ paths = ["/login"], rate = "10r/h" }, '
-                    '{ paths = ["/x"], rate = "5r/s", status = 200 }]\n'
-                    'conn_limit = 0\n' % directory)
-        done = subprocess.run([harness.BINARY, "-t", "--config", config], capture_output=True,
+            f.write('[[site]]\nroot = "%s"\n' % directory + site)
+        return subprocess.run([harness.BINARY, "-t", "--config", config], capture_output=True,
                               text=True, timeout=30)
+
+    def test_t_refuses_bad_networks_and_rates(self):
+        done = self.check('access = [{ paths = ["/admin/"], allow = ["10.0.0.0/33"], '
+                          'deny = ["::/0"] }]\n'
+                          'limits = [{ paths = ["/login"], rate = "10r/h" }, '
+                          '{ paths = ["/x"], rate = "5r/s", status = 200 }]\n'
+                          'conn_limit = 0\n')
         self.assertNotEqual(done.returncode, 0)
         self.assertIn("10.0.0.0/33", done.stderr)
         self.assertRegex(done.stderr, r"lepus.toml:4:\d+: 'rate' is requests per second or minute")
         self.assertNotIn("needs a 'rate'", done.stderr)  # one message for one mistake
         self.assertIn("'status' must be a 4xx or 5xx status", done.stderr)
         self.assertIn("'conn_limit' must be a positive whole number", done.stderr)
-        with open(config, "w") as f:
-            f.write('[[site]]\nroot = "%s"\n'
-                    'access = [{ paths = ["/admin/"], allow = ["10.0.0.0/8", "2001:db8::/32"], '
-                    'deny = ["0.0.0.0/0", "::/0"] }]\n'
-                    'limits = [{ paths = ["/login"], rate = "10r/m", burst = 5 }]\n'
-                    'conn_limit = 20\n' % directory)
-        done = subprocess.run([harness.BINARY, "-t", "--config", config], capture_output=True,
-                              text=True, timeout=30)
+        done = self.check('access = [{ paths = ["/admin/"], allow = ["10.0.0.0/8", '
+                          '"2001:db8::/32"], deny = ["0.0.0.0/0", "::/0"] }]\n'
+                          'limits = [{ paths = ["/login"], rate = "10r/m", burst = 5 }]\n'
+                          'conn_limit = 20\n')
         self.assertEqual(done.returncode, 0, done.stderr)
 
 
