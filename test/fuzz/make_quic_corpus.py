@@ -7,7 +7,7 @@ client address, a 2-byte big-endian length, the datagram):
   initial            the Initial alone: a new connection
   initial_twice      the same datagram again: it routes to that connection
   initial_two_paths  then from the second address (a migration attempt)
-  initial_retried    as a short-header packet to its DCID, then the Initial
+  short_initial_short  a short-header packet to its DCID, the Initial, another one
 
 The Initial's keys come from its destination ID (RFC 9001 §5.2), so the
 server decrypts it and makes a real connection. Run again to replace them."""
@@ -48,7 +48,7 @@ def main():
         "initial": record(0, initial),
         "initial_twice": record(0, initial) + record(0, initial),
         "initial_two_paths": record(0, initial) + record(1, initial),
-        "initial_retried": record(0, short) + record(0, initial) + record(0, short),
+        "short_initial_short": record(0, short) + record(0, initial) + record(0, short),
     }
     folder = os.path.join(HERE, "corpus", "quic_packet")
     os.makedirs(folder, exist_ok=True)
