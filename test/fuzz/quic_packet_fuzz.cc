@@ -142,6 +142,8 @@ struct World {
         if (!tls.load(settings, error)) die(error.c_str());
         std::remove(settings.default_certificates[0].cert_path.c_str());
         std::remove(settings.default_certificates[0].key_path.c_str());
+        std::string folder = settings.default_certificates[0].key_path;
+        rmdir(folder.substr(0, folder.rfind('/')).c_str());
         for (int i = 0; i < 2; ++i)
             sinks[i] = bound_socket(clients[i]);
     }
