@@ -94,6 +94,16 @@ void QuicEndpoint::on_events(uint32_t events) {
             }
         }
     }
+    finish_pass();
+}
+
+void QuicEndpoint::feed(const SocketAddress& peer, const uint8_t* data, size_t size) {
+    QuicGauges::bump(gauges_.packets_received);
+    dispatch(peer, data, size);
+    finish_pass();
+}
+
+void QuicEndpoint::finish_pass() {
     std::vector<QuicConnection*> woken;
     woken.swap(woken_);
     for (QuicConnection* connection : woken)

@@ -89,6 +89,10 @@ public:
     void on_force_close() override;
     // SIGTERM: every connection says GOAWAY; no new connection is made.
     void on_stop_accepting() override;
+    // One datagram from `peer` as if the socket had received it, then what it
+    // made due (drive, sweep): the packet path without a socket read, for
+    // test/fuzz/quic_packet_fuzz.cc.
+    void feed(const SocketAddress& peer, const uint8_t* data, size_t size);
 
     // --- for the connections ---
     Reactor& reactor() { return reactor_; }
@@ -117,6 +121,8 @@ private:
     // One datagram, received here or handed over.
     void dispatch(const SocketAddress& peer, const uint8_t* data, size_t size);
     void accept(const SocketAddress& peer, const uint8_t* data, size_t size);
+    // Drives the connections woken by the packets just handled; deletes the retired.
+    void finish_pass();
     // RFC 9000 §8.1.2: a Retry with a token for `peer` (header: its Initial's).
     void send_retry(const SocketAddress& peer, const void* header);
     void sweep();

@@ -27,9 +27,14 @@ int check_alpn(gnutls_session_t session, unsigned, unsigned, unsigned, const gnu
 
 QuicTlsContext::~QuicTlsContext() {
     if (credentials_) gnutls_certificate_free_credentials(credentials_);
+    if (priority_) gnutls_priority_deinit(priority_);
 }
 
 bool QuicTlsContext::load(const TlsSettings& settings, std::string& error) {
+    if (gnutls_priority_init(&priority_, kPriority, nullptr) != 0) {
+        error = "QUIC: gnutls_priority_init failed";
+        return false;
+    }
     if (gnutls_certificate_allocate_credentials(&credentials_) != 0) {
         error = "QUIC: gnutls_certificate_allocate_credentials failed";
         return false;
@@ -62,7 +67,7 @@ gnutls_session_int* QuicTlsContext::make_session(void* conn_ref) const {
                     GNUTLS_SERVER | GNUTLS_NO_AUTO_SEND_TICKET | GNUTLS_NO_END_OF_EARLY_DATA) != 0)
         return nullptr;
     gnutls_datum_t alpn{const_cast<unsigned char*>(kAlpnH3), sizeof kAlpnH3};
-    if (gnutls_priority_set_direct(session, kPriority, nullptr) != 0 ||
+    if (gnutls_priority_set(session, priority_) != 0 ||
         ngtcp2_crypto_gnutls_configure_server_session(session) != 0 ||
         gnutls_credentials_set(session, GNUTLS_CRD_CERTIFICATE, credentials_) != 0 ||
         gnutls_alpn_set_protocols(session, &alpn, 1,

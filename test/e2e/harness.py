@@ -265,6 +265,18 @@ class Lepus:
         lines += list(headers)
         return self.request("\r\n".join(lines) + "\r\n\r\n")
 
+    @property
+    def over_tls(self):
+        """Whether fetch()'s requests arrive over TLS (HTTPS=on, https://):
+        HTTP/2 over TLS and HTTP/3 (QUIC is always TLS 1.3)."""
+        return self.protocol in ("h2", "h3")
+
+    @property
+    def http_version(self):
+        """fetch()'s protocol as the access log and SERVER_PROTOCOL say it."""
+        return {"h1": "HTTP/1.1", "h2": "HTTP/2.0", "h2c": "HTTP/2.0",
+                "h3": "HTTP/3.0"}[self.protocol]
+
     def url(self, path):
         """The URL of `path` on the listener of this server's protocol."""
         if self.protocol == "h3":

@@ -356,7 +356,7 @@ class StaticFiles(LepusTestCase):
 
     def test_access_log_in_combined_format(self):
         self.get("/hello.txt?q=1", "User-Agent: tester/1.0", "Referer: http://r/")
-        version = "1\\.1" if self.server.protocol == "h1" else "2\\.0"
+        version = re.escape(self.server.http_version[len("HTTP/"):])
         pattern = re.compile(r'^127\.0\.0\.1 - - \[\d\d/\w{3}/\d{4}:\d\d:\d\d:\d\d [+-]\d{4}\] '
                              r'"GET /hello\.txt\?q=1 HTTP/%s" 200 13 "http://r/" "tester/1\.0"$'
                              % version)
