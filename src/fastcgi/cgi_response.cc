@@ -1,6 +1,8 @@
 // CGI response header parsing. See cgi_response.h; RFC 3875 §6.
 #include "fastcgi/cgi_response.h"
 
+#include "base/ascii.h"
+
 #include <algorithm>
 #include <charconv>
 #include <cstring>
@@ -19,14 +21,6 @@ bool equals_ignore_case(std::string_view a, std::string_view b) {
     return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
                return (x | 0x20) == (y | 0x20);
            });
-}
-
-std::string_view trim(std::string_view text) {
-    while (!text.empty() && (text.front() == ' ' || text.front() == '\t'))
-        text.remove_prefix(1);
-    while (!text.empty() && (text.back() == ' ' || text.back() == '\t'))
-        text.remove_suffix(1);
-    return text;
 }
 
 } // namespace
@@ -71,7 +65,7 @@ bool CgiResponseParser::parse_line(size_t begin, size_t end) {
     std::string_view name = line.substr(0, colon);
     // No whitespace before the colon and no obs-fold (RFC 9112 §5.1-5.2).
     if (!std::all_of(name.begin(), name.end(), is_token_char)) return fail("bad header name");
-    std::string_view value = trim(line.substr(colon + 1));
+    std::string_view value = trim_ows(line.substr(colon + 1));
     if (std::any_of(value.begin(), value.end(), [](char c) {
             return (static_cast<unsigned char>(c) < 0x20 && c != '\t') || c == 0x7f;
         }))
@@ -92,7 +86,7 @@ bool CgiResponseParser::parse_line(size_t begin, size_t end) {
         if (code < 200 || code > 599) return fail("Status outside 200..599");
         has_status_ = true;
         status_ = code;
-        reason_ = trim(value.substr(3));
+        reason_ = trim_ows(value.substr(3));
         return true;
     }
     if (equals_ignore_case(name, "content-length")) {

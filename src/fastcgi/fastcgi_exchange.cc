@@ -4,12 +4,11 @@
 #include "http/exchange_log.h"
 #include "log/error_log.h"
 
-#include <algorithm>
-
 namespace lepus::fastcgi {
 
-FastCgiExchange::FastCgiExchange(UpstreamPool& pool, Exchange& exchange, const ScriptTarget& target)
-    : pool_(pool), exchange_(exchange), document_root_(target.document_root),
+FastCgiExchange::FastCgiExchange(upstream::Group& group, Exchange& exchange,
+                                 const ScriptTarget& target)
+    : BackendStream(group, exchange), document_root_(target.document_root),
       script_name_(target.script_name), path_info_(target.path_info),
       script_filename_(target.script_filename), server_name_(target.server_name),
       extra_params_(target.extra_params) {
@@ -30,23 +29,13 @@ FastCgiExchange::FastCgiExchange(UpstreamPool& pool, Exchange& exchange, const S
     }
     length_known_ = !request().chunked;
     log_context = {&FastCgiExchange::append_log_context, this};
-    pool_.acquire(*this);
 }
 
+// The pool is read when a line is written: after a fail-over it names the new php-fpm.
 void FastCgiExchange::append_log_context(const void* self, std::string& out) {
     const auto& exchange = *static_cast<const FastCgiExchange*>(self);
     append_exchange_context(exchange.exchange_, exchange.server_name_,
-                            exchange.pool_.options().address.text, out);
-}
-
-FastCgiExchange::~FastCgiExchange() {
-    release();
-}
-
-void FastCgiExchange::on_upstream_progress() {
-    // Only a wake-up: the engine calls poll() from its own loop, where the
-    // request's views are valid. This object may be gone when it returns.
-    exchange_.listener->on_exchange_progress();
+                            exchange.pool_->options().address.text, out);
 }
 
 size_t FastCgiExchange::offer_body(std::span<const char> data) {
@@ -55,77 +44,31 @@ size_t FastCgiExchange::offer_body(std::span<const char> data) {
         whole_body_.append(data.data(), data.size());
         return data.size();
     }
-    UpstreamConnection* upstream = this->upstream();
-    if (!request_sent_ || !upstream || upstream->failure() != UpstreamFailure::None) return 0;
-    if (upstream->stdin_full()) {
-        // Send before taking more: a send that empties the buffer raises no
-        // EPOLLOUT edge to bring us back.
-        upstream->flush();
-        if (upstream->stdin_full()) return 0;
-    }
-    size_t take = std::min(data.size(), UpstreamConnection::kStdinHighWater);
-    upstream->append_stdin(data.first(take));
-    return take;
-}
-
-void FastCgiExchange::end_body() {
-    body_ended_ = true;
-    UpstreamConnection* upstream = this->upstream();
-    if (request_sent_ && upstream && upstream->failure() == UpstreamFailure::None) {
-        upstream->end_stdin();
-        upstream->flush();
-    }
-}
-
-StreamState FastCgiExchange::failed(int status, std::span<const Header> fields) {
-    if (head_reported_) return StreamState::Broken;
-    error_status_ = status;
-    error_fields_ = fields;
-    return StreamState::Failed;
+    return BackendStream::offer_body(data);
 }
 
 StreamState FastCgiExchange::poll() {
-    if (upstream_refused()) {
-        // Overload must not flood the log as well: one line per second per thread.
-        static thread_local time_t last_warning = 0;
-        if (exchange_.now_s != last_warning) {
-            last_warning = exchange_.now_s;
-            ScopedLogContext context(log_context);
-            log_warn("FastCGI: every connection to %s of this reactor is busy and its queue is "
-                     "full or the wait timed out: 503",
-                     pool_.options().address.text.c_str());
-        }
-        return failed(503, kRetryAfter);
-    }
-    if (upstream_queued()) return StreamState::Pending;
-    UpstreamConnection* upstream = this->upstream();
-    if (!upstream) return failed(502);
-    if (!request_sent_) {
-        // A body of unknown length goes once it is whole (CONTENT_LENGTH first).
-        if (!length_known_ && !body_ended_) return StreamState::Pending;
-        send_request(*upstream);
-    }
-    if (upstream->failure() == UpstreamFailure::None) upstream->flush();
-    switch (upstream->failure()) {
-    case UpstreamFailure::None:
-        break;
-    case UpstreamFailure::Timeout:
-        return failed(504);
-    default:
-        return failed(502);
-    }
-    if (!upstream->head_ready()) return StreamState::Pending;
-    if (!head_reported_) {
-        const CgiResponseParser& cgi = upstream->head();
-        head_.status = cgi.status();
-        head_.headers = cgi.headers();
-        head_.content_length = cgi.content_length();
-        head_reported_ = true;
-    }
-    return StreamState::Ready;
+    // A body of unknown length goes once it is whole (CONTENT_LENGTH first):
+    // no connection is taken before.
+    if (!length_known_ && !body_ended_) return StreamState::Pending;
+    return BackendStream::poll();
 }
 
-void FastCgiExchange::send_request(UpstreamConnection& upstream) {
+void FastCgiExchange::take_head(upstream::Connection& connection) {
+    const CgiResponseParser& cgi = static_cast<UpstreamConnection&>(connection).head();
+    head_.status = cgi.status();
+    head_.headers = cgi.headers();
+    head_.content_length = cgi.content_length();
+}
+
+void FastCgiExchange::write_request(upstream::Connection& backend) {
+    auto& upstream = static_cast<UpstreamConnection&>(backend);
+    if (!resend_.empty()) {
+        upstream.resend(script_name_, std::move(resend_), resend_complete_);
+        std::string().swap(resend_);
+        if (body_ended_ && !resend_complete_) upstream.end_body();
+        return;
+    }
     const Request& request = this->request();
     ConnectionInfo& connection = *exchange_.connection;
     std::optional<uint64_t> length = request.content_length;
@@ -148,34 +91,11 @@ void FastCgiExchange::send_request(UpstreamConnection& upstream) {
     append_cgi_params(params, context);
     params.finish();
     if (!length_known_ && !whole_body_.empty()) {
-        upstream.append_stdin(whole_body_);
+        upstream.append_body(whole_body_);
         std::string().swap(whole_body_);
     }
-    if (body_ended_) upstream.end_stdin();
-    request_sent_ = true;
+    if (body_ended_) upstream.end_body();
     // The engine offers the body bytes already received next, then one write.
-}
-
-std::span<const char> FastCgiExchange::body() const {
-    UpstreamConnection* upstream = this->upstream();
-    return upstream ? upstream->body() : std::span<const char>{};
-}
-
-void FastCgiExchange::consume(size_t bytes) {
-    if (UpstreamConnection* upstream = this->upstream()) upstream->consume_body(bytes);
-}
-
-bool FastCgiExchange::ended() const {
-    UpstreamConnection* upstream = this->upstream();
-    return upstream && upstream->ended();
-}
-
-void FastCgiExchange::release() {
-    if (released_) return;
-    released_ = true;
-    if (upstream_queued()) pool_.cancel_wait(*this);
-    // Drains the rest of the response into the void, then pools the connection.
-    if (UpstreamConnection* upstream = this->upstream()) upstream->release();
 }
 
 } // namespace lepus::fastcgi

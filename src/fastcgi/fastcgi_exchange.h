@@ -3,12 +3,15 @@
 // script, the backend connection, the buffered body of a chunked request)
 // that used to live in the client connection.
 //
-//   constructed -> the pool gives a backend connection, queues the request,
-//                  or refuses it (poll: Failed, 503 with Retry-After)
-//   poll        -> BEGIN_REQUEST + PARAMS (+ the body bytes already offered
+//   first poll  -> the pool gives a backend connection, queues the request,
+//                  or refuses it (Failed, 503 with Retry-After)
+//                  (a php-fpm of the site's group: upstream/group.h)
+//              -> a connection that could not be made (refused, or the
+//                  connect timed out): the same records to the next php-fpm
+//              -> BEGIN_REQUEST + PARAMS (+ the body bytes already offered
 //                  + the empty STDIN when the body is complete) in one write;
 //                  a Content-Length body then streams as STDIN records while
-//                  it arrives (at most UpstreamConnection::kStdinHighWater
+//                  it arrives (at most upstream::Connection::kSendHighWater
 //                  buffered); a chunked one is kept whole first (bounded by
 //                  --max-body-size in the engine), since PHP needs
 //                  CONTENT_LENGTH up front, as nginx does
@@ -24,7 +27,7 @@
 
 #include "fastcgi/cgi_params.h"
 #include "fastcgi/upstream.h"
-#include "http/exchange.h"
+#include "upstream/backend_stream.h"
 
 #include <optional>
 #include <span>
@@ -54,36 +57,24 @@ struct ScriptTarget {
     std::span<const CgiParam> extra_params = {};
 };
 
-class FastCgiExchange final : public ResponseStream, public UpstreamClient {
+class FastCgiExchange final : public upstream::BackendStream {
 public:
-    // Asks `pool` for a backend connection for `exchange` (whose request,
-    // connection and listener stay valid while the engine calls us).
-    FastCgiExchange(UpstreamPool& pool, Exchange& exchange, const ScriptTarget& target);
-    ~FastCgiExchange() override;
+    // Will ask a php-fpm of `group` for a backend connection for `exchange`
+    // (whose request, connection and listener stay valid while the engine calls us).
+    FastCgiExchange(upstream::Group& group, Exchange& exchange, const ScriptTarget& target);
 
+    // A chunked body is kept whole before the request goes; an error page's GET has none.
     size_t offer_body(std::span<const char> data) override;
-    void end_body() override;
     StreamState poll() override;
-    const StreamHead& head() const override { return head_; }
-    std::span<const char> body() const override;
-    void consume(size_t bytes) override;
-    bool ended() const override;
-    int error_status() const override { return error_status_; }
-    std::span<const Header> error_fields() const override { return error_fields_; }
-    void release() override;
-
-    void on_upstream_progress() override;
 
 private:
-    void send_request(UpstreamConnection& upstream);
+    void write_request(upstream::Connection& backend) override;
+    void take_head(upstream::Connection& connection) override;
     // The error log's context of this request (http/exchange_log.h), for log_context.
     static void append_log_context(const void* self, std::string& out);
-    StreamState failed(int status, std::span<const Header> fields = {});
 
     const Request& request() const { return redirected_ ? *redirected_ : *exchange_.request; }
 
-    UpstreamPool& pool_;
-    Exchange& exchange_;
     // For an internal redirect: the request as the script sees it. Its views
     // point into the engine's buffer, which no longer moves: the body is done.
     std::optional<Request> redirected_;
@@ -94,13 +85,6 @@ private:
     // A body of unknown length (chunked), kept until it is complete.
     std::string whole_body_;
     bool length_known_ = true;
-    StreamHead head_;
-    int error_status_ = 0;
-    std::span<const Header> error_fields_;
-    bool request_sent_ = false;
-    bool body_ended_ = false;
-    bool head_reported_ = false;
-    bool released_ = false;
 };
 
 } // namespace lepus::fastcgi

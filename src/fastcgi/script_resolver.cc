@@ -57,6 +57,16 @@ RouteKind ScriptResolver::route(const Request& request, uint64_t now_ms) {
                 now_ms - memo->second < kDirectoryMemoMs)
                 return RouteKind::Static;
         }
+        // "/x.php/a/" is the script /x.php with PATH_INFO "/a/" when /x.php is
+        // a file, as nginx's fastcgi_split_path_info ^(.+?\.php)(/.*)$ splits it
+        // whatever the path ends with (Nextcloud's /remote.php/dav/files/u/).
+        // Otherwise, a directory named "x.php/" included, it is a folder.
+        if (auto split = split_script_path(path_, extension_views_)) {
+            script_name_.assign(split->script_name);
+            path_info_.assign(split->path_info);
+            if (script(script_name_, path_info_) == RouteKind::Script) return RouteKind::Script;
+            if (status_ != 404) return RouteKind::Error; // refused (403): said, not hidden
+        }
         // A directory: the first index that exists decides (as the static
         // handler's lookup); only a script index comes here.
         for (const std::string& index : options_.index) {
@@ -75,6 +85,16 @@ RouteKind ScriptResolver::route(const Request& request, uint64_t now_ms) {
     script_name_.assign(split->script_name);
     path_info_.assign(split->path_info);
     return script(script_name_, path_info_);
+}
+
+RouteKind ScriptResolver::script_with_path_info(std::string_view path) {
+    if (!options_.dotfiles_allow && has_hidden_segment(path)) return RouteKind::Static;
+    auto split = split_script_path(path, extension_views_);
+    if (!split || split->path_info.empty()) return RouteKind::Static;
+    script_name_.assign(split->script_name);
+    path_info_.assign(split->path_info);
+    RouteKind kind = script(script_name_, path_info_);
+    return kind == RouteKind::Error && status_ == 404 ? RouteKind::Static : kind;
 }
 
 RouteKind ScriptResolver::remember_static_directory(uint64_t now_ms) {

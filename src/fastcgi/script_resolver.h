@@ -49,6 +49,14 @@ public:
     // kDirectoryMemoMs, as the static handler's file cache revalidates.
     RouteKind route(const Request& request, uint64_t now_ms = 0);
 
+    // For try_files: whether the decoded `path` is a script followed by a
+    // PATH_INFO ("/remote.php/dav/x", /remote.php a file), which nginx's
+    // `location ~ \.php(/|$)` takes before try_files. Script when it is,
+    // Error (status()) when the script is refused (403), else Static (no
+    // such form, or no such script). A path without PATH_INFO is Static: the
+    // files' probe answers for it.
+    RouteKind script_with_path_info(std::string_view path);
+
     static constexpr uint64_t kDirectoryMemoMs = 1000;
     static constexpr size_t kDirectoryMemoEntries = 1024;
     // The HTTP status for RouteKind::Error (404, 403).

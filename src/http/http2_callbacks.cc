@@ -17,6 +17,7 @@ void Http2Callbacks::install(nghttp2_session_callbacks* callbacks) {
     nghttp2_session_callbacks_set_on_data_chunk_recv_callback(callbacks, on_data_chunk_recv);
     nghttp2_session_callbacks_set_on_stream_close_callback(callbacks, on_stream_close);
     nghttp2_session_callbacks_set_on_frame_send_callback(callbacks, on_frame_send);
+    nghttp2_session_callbacks_set_on_invalid_frame_recv_callback(callbacks, on_invalid_frame_recv);
     nghttp2_session_callbacks_set_send_data_callback(callbacks, send_data);
 }
 
@@ -199,6 +200,16 @@ int Http2Callbacks::on_frame_send(nghttp2_session*, const nghttp2_frame* frame, 
     Http2Engine& self = engine(user_data);
     self.reset_sent(frame->hd.stream_id);
     self.count_reset();
+    return 0;
+}
+
+// A frame nghttp2 found invalid on a stream (a window overflow, §6.9.1):
+// it has queued an RST_STREAM, sent at the next write; until then the stream
+// is not polled (its answer would ask for a backend connection).
+int Http2Callbacks::on_invalid_frame_recv(nghttp2_session*, const nghttp2_frame* frame, int,
+                                          void* user_data) {
+    if (Http2Stream* stream = find(engine(user_data), frame->hd.stream_id))
+        stream->reset_queued = true;
     return 0;
 }
 

@@ -294,29 +294,38 @@ void Http2Engine::start_exchange(Http2Stream& stream) {
     offer_body(stream);
 }
 
-void Http2Engine::offer_body(Http2Stream& stream) {
+bool Http2Engine::offer_body(Http2Stream& stream) {
     ResponseStream* backend = stream.exchange.stream.get();
-    if (!backend || stream.body_ended) return;
+    if (!backend || stream.body_ended) return false;
+    bool progress = false;
     if (!stream.body_pending.empty()) {
         size_t taken = backend->offer_body(stream.body_pending);
         if (taken > 0) {
             stream.body_pending.erase(0, taken);
             nghttp2_session_consume(session_, stream.id, taken);
+            progress = true;
         }
     }
     if (stream.request_ended && stream.body_pending.empty()) {
         stream.body_ended = true;
         backend->end_body();
+        progress = true;
     }
+    return progress;
 }
 
 void Http2Engine::poll_streams() {
     for (auto& [id, owned] : streams_) {
         Http2Stream& stream = *owned;
-        if (!stream.started || !stream.exchange.stream) continue;
+        if (!stream.started || !stream.exchange.stream || stream.reset_queued) continue;
         ResponseStream& backend = *stream.exchange.stream;
         StreamState state = backend.poll();
-        offer_body(stream);
+        // A body held while the stream could not take it (a password check,
+        // a rate limit's delay) goes now; a poll then sends it, as HTTP/1.1
+        // polls after offering: a stream that acts only when polled (a
+        // buffered body opening its backend at its end) would otherwise wait
+        // for a progress that never comes.
+        if (offer_body(stream)) state = backend.poll();
         if (state == StreamState::Pending) continue;
         if (!stream.submitted) {
             if (state == StreamState::Ready)
@@ -356,6 +365,7 @@ void Http2Engine::check_priority() {
 
 void Http2Engine::reset_stream(int32_t id, uint32_t error_code) {
     nghttp2_submit_rst_stream(session_, NGHTTP2_FLAG_NONE, id, error_code);
+    if (auto it = streams_.find(id); it != streams_.end()) it->second->reset_queued = true;
 }
 
 // The memory of closed client streams: one bit per id among the last

@@ -166,7 +166,9 @@ private:
     void drop_answer(Http2Stream& stream);
     // Sends the answer the handler gave again: relays a stream, or submits a response.
     void answer_again(Http2Stream& stream);
-    void offer_body(Http2Stream& stream);
+    // Offers the held request body (and its end) to the stream's answer;
+    // whether it took anything, after which it must be polled to send it.
+    bool offer_body(Http2Stream& stream);
     void finish_stream(Http2Stream& stream);
     // The stream's answer is submitted: what it holds counts until it closes.
     void hold(Http2Stream& stream);

@@ -63,8 +63,9 @@ int Http2Stream::complete_request() {
     else if (!request.content_length)
         request.chunked = true;
     if (!host_ok) return 400;
+    // RFC 9110 §9.1: any token is a method (WebDAV's go to the backends).
     std::optional<Method> known = method_from_name(method_text);
-    if (!known) return 501;
+    if (!known) return 400;
     request.method = *known;
     return 0;
 }

@@ -1,8 +1,11 @@
 #include "http/request.h"
 
+#include "http/detail/request_syntax.h"
+
 namespace lepus {
 
 std::string_view protocol_name(const Request& request) {
+    if (request.version_major >= 3) return "HTTP/3.0";
     if (request.version_major >= 2) return "HTTP/2.0";
     return request.version_minor == 0 ? "HTTP/1.0" : "HTTP/1.1";
 }
@@ -27,8 +30,10 @@ std::string_view method_name(Method method) {
         return "TRACE";
     case Method::Connect:
         return "CONNECT";
+    case Method::Extension:
+        return {};
     }
-    return "GET"; // unreachable: every enumerator is listed above
+    return {}; // unreachable: every enumerator is listed above
 }
 
 std::optional<Method> method_from_name(std::string_view text) {
@@ -53,7 +58,10 @@ std::optional<Method> method_from_name(std::string_view text) {
         if (text == "CONNECT") return Method::Connect;
         break;
     }
-    return std::nullopt;
+    if (text.empty()) return std::nullopt;
+    for (char c : text)
+        if (!detail::has_class(c, detail::kTokenByte)) return std::nullopt;
+    return Method::Extension;
 }
 
 } // namespace lepus

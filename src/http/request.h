@@ -14,7 +14,21 @@
 
 namespace lepus {
 
-enum class Method : uint8_t { Get, Head, Options, Post, Put, Delete, Patch, Trace, Connect };
+// The nine methods of RFC 9110 §9.3 and RFC 5789, and Extension for any other
+// token (RFC 9110 §9.1: WebDAV's PROPFIND, MKCOL, ...): its name is then only
+// in Request::method_text, which backends are given as it came.
+enum class Method : uint8_t {
+    Get,
+    Head,
+    Options,
+    Post,
+    Put,
+    Delete,
+    Patch,
+    Trace,
+    Connect,
+    Extension
+};
 
 struct Header {
     std::string_view name;  // as sent (case preserved); compare case-insensitively
@@ -67,10 +81,12 @@ std::string_view protocol_name(const Request& request);
 // HTTP/1.1 Host field and of HTTP/2's :authority. Defined in request_head.cc.
 bool is_valid_authority(std::string_view authority, bool require_port);
 
-// The method's name, e.g. "GET".
+// The method's name, e.g. "GET"; empty for Extension (see method_text).
 std::string_view method_name(Method method);
 
-// The method `text` names (case-sensitive, RFC 9110 §9.1), if lepus implements it.
+// The method `text` names (case-sensitive, RFC 9110 §9.1): one of the nine, or
+// Extension for any other token; nullopt when `text` is no token (a 400).
+// The nine are told apart by length and a compare, with no allocation.
 std::optional<Method> method_from_name(std::string_view text);
 
 // The member that holds the header field `name` (any case) for the handlers,

@@ -205,8 +205,8 @@ bool RequestParser::finish_request_line(const char* buf) {
     version_minor_ = version[7] == '0' ? 0 : 1;
     std::optional<Method> method =
         method_from_name(std::string_view(buf + line_start_, method_end_ - line_start_));
-    if (!method) {
-        fail(501, "unknown method");
+    if (!method) { // the Method state let only token bytes through
+        fail(400, "invalid method");
         return false;
     }
     method_ = *method;

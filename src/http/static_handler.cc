@@ -158,8 +158,11 @@ void StaticHandler::handle(const Request& request, bool keep_alive, uint64_t now
     if (int status = decode_path(request.path, path_))
         return build_error_response(status, context, out);
     if (request.method == Method::Options) return build_allow_response(204, context, out);
-    if (request.method != Method::Get && request.method != Method::Head)
+    if (request.method != Method::Get && request.method != Method::Head) {
+        if (request.method == Method::Extension && !options_.backend_methods)
+            return build_error_response(501, context, out);
         return build_allow_response(405, context, out);
+    }
     if (!options_.dotfiles_allow && has_hidden_segment(path_))
         return build_error_response(404, context, out);
 

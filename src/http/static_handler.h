@@ -41,6 +41,11 @@ struct StaticOptions {
     size_t memory_budget = 32 << 20;
     size_t cache_entries = 4096; // open-file cache bound (LRU)
     uint32_t cache_revalidate_ms = 1000;
+    // A backend of the site (FastCGI, a proxy) takes methods the files do not:
+    // the files answer an extension method (PROPFIND) 405 with Allow, as a
+    // method known for other resources (RFC 9110 §15.5.6); without one, 501,
+    // since nothing on the site recognises it (§15.6.2).
+    bool backend_methods = false;
 };
 
 class StaticHandler {

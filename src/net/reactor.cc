@@ -233,7 +233,7 @@ void Reactor::run() {
         if (has_posted_.load(std::memory_order_acquire)) run_posted();
         if (stop_requested_.load(std::memory_order_relaxed) && !draining_) start_draining();
         if (draining_) {
-            if (live_ == 0) break;
+            if (live_ == 0 && drain_holds_ == 0) break;
             if (clock_.now_ms >= drain_deadline_ms_) {
                 for (Slot& slot : slots_)
                     if (slot.handler && slot.is_connection) slot.handler->on_force_close();

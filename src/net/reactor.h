@@ -120,6 +120,9 @@ public:
     // Runs the handler again (kResumeEvent) after this round of events, so a
     // busy connection yields to the others instead of monopolising the loop.
     void defer(int fd);
+    // A connection that has no fd of its own (QUIC, on a shared UDP socket)
+    // opened or closed: a drain waits for it as for the connections added.
+    void hold_drain(bool opened) { opened ? ++drain_holds_ : --drain_holds_; }
     TimerWheel& timers() { return timers_; }
     uint64_t now_ms() const { return clock_.now_ms; }
     time_t now_s() const { return clock_.now_s; }
@@ -161,6 +164,7 @@ private:
     std::vector<Slot> slots_;
     uint32_t next_generation_ = 1;
     size_t live_ = 0;
+    size_t drain_holds_ = 0; // see hold_drain()
     std::vector<uint64_t> deferred_, deferred_running_;
     TimerWheel timers_;
     uint64_t armed_expiry_ = 0; // 0: timerfd disarmed

@@ -1,6 +1,7 @@
 // Listen addresses with a scheme: "https://ADDR:PORT" is a TLS listener,
-// "http://ADDR:PORT" or a bare "ADDR:PORT" a plain one (the names of
-// lepus --listen, fixed: outside checks use them).
+// "http://ADDR:PORT" or a bare "ADDR:PORT" a plain one, "quic://ADDR:PORT"
+// HTTP/3 over QUIC on UDP (the names of lepus --listen, fixed: outside
+// checks use them).
 #pragma once
 
 #include <string_view>
@@ -10,10 +11,12 @@ namespace lepus {
 struct ListenScheme {
     std::string_view address; // what parse_listen_address() takes
     bool tls = false;
+    bool quic = false; // UDP; kept apart from the TCP listeners (ServerOptions::quic_listen)
 };
 
 inline ListenScheme split_listen_scheme(std::string_view text) {
     if (text.starts_with("https://")) return {text.substr(8), true};
+    if (text.starts_with("quic://")) return {text.substr(7), true, true};
     if (text.starts_with("http://")) return {text.substr(7), false};
     return {text, false};
 }

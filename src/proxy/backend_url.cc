@@ -2,7 +2,7 @@
 
 namespace lepus::proxy {
 
-std::optional<fastcgi::BackendAddress> parse_backend_url(std::string_view text) {
+std::optional<upstream::BackendAddress> parse_backend_url(std::string_view text) {
     std::string_view rest = text;
     if (rest.starts_with("http://")) {
         rest.remove_prefix(7);
@@ -11,7 +11,7 @@ std::optional<fastcgi::BackendAddress> parse_backend_url(std::string_view text) 
         if (rest.ends_with('/')) rest.remove_suffix(1);
         if (rest.starts_with("unix:")) return std::nullopt;
     }
-    auto address = fastcgi::parse_backend_address(rest);
+    auto address = upstream::parse_backend_address(rest);
     if (address) address->text.assign(text);
     return address;
 }

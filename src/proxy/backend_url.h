@@ -3,7 +3,7 @@
 // "HOST:PORT", or "unix:/path".
 #pragma once
 
-#include "fastcgi/backend_address.h"
+#include "upstream/backend_address.h"
 
 #include <optional>
 #include <string_view>
@@ -11,6 +11,6 @@
 namespace lepus::proxy {
 
 // nullopt for anything else (https://, a path after the authority, a name to resolve).
-std::optional<fastcgi::BackendAddress> parse_backend_url(std::string_view text);
+std::optional<upstream::BackendAddress> parse_backend_url(std::string_view text);
 
 } // namespace lepus::proxy

@@ -10,21 +10,6 @@
 namespace lepus::proxy {
 namespace {
 
-// RFC 9110 §9.2.2: a request that may be sent twice.
-bool is_idempotent(Method method) {
-    switch (method) {
-    case Method::Get:
-    case Method::Head:
-    case Method::Options:
-    case Method::Trace:
-    case Method::Put:
-    case Method::Delete:
-        return true;
-    default:
-        return false;
-    }
-}
-
 // Fields the proxy sets itself, or that describe the client's connection.
 bool is_replaced(std::string_view name) {
     using namespace std::string_view_literals; // lengths known when compiled, no strlen
@@ -148,22 +133,8 @@ void append_request_head(const Request& request, const ConnectionInfo& connectio
     out.append("\r\n");
 }
 
-BackendPool& BackendGroup::pick(uint64_t now_ms, const BackendPool* skip) {
-    size_t count = pools.size();
-    for (size_t i = 0; i < count; ++i) {
-        BackendPool& pool = *pools[(next + i) % count];
-        if (pool.down_until_ms > now_ms || &pool == skip) continue;
-        next = (next + i + 1) % count;
-        return pool;
-    }
-    // Every backend failed lately: try them in turn all the same.
-    BackendPool& pool = *pools[next % count];
-    next = (next + 1) % count;
-    return &pool == skip && count > 1 ? *pools[next++ % count] : pool;
-}
-
 ProxyExchange::ProxyExchange(BackendGroup& group, Exchange& exchange, const ProxyTarget& target)
-    : group_(group), pool_(&group.pick(exchange.now_ms)), exchange_(exchange),
+    : BackendStream(group, exchange),
       host_(target.host.empty() ? exchange.request->host : target.host) {
     if (host_.empty()) {
         // HTTP/1.0 without Host: HTTP/1.1 to the backend needs one (RFC 9112 §3.2).
@@ -179,164 +150,52 @@ ProxyExchange::ProxyExchange(BackendGroup& group, Exchange& exchange, const Prox
                                                proxy.pool_->options().address.text, out);
                    },
                    this};
-    pool_->acquire(*this, wants_tunnel());
-}
-
-ProxyExchange::~ProxyExchange() {
-    release();
-}
-
-void ProxyExchange::on_backend_progress() {
-    // Only a wake-up: the engine calls poll() from its own loop.
-    exchange_.listener->on_exchange_progress();
 }
 
 size_t ProxyExchange::offer_body(std::span<const char> data) {
-    BackendConnection* backend = this->backend();
-    if (!request_sent_ || !backend || backend->failure() != BackendFailure::None) return 0;
-    if (backend->tunnel() && backend->ended()) return data.size(); // the backend left
-    if (backend->send_full()) {
-        // Send before taking more: a send that empties the buffer raises no
-        // EPOLLOUT edge to bring us back.
-        backend->flush();
-        if (backend->send_full()) return 0;
-    }
-    size_t take = std::min(data.size(), BackendConnection::kSendHighWater);
-    backend->append_body(data.first(take), chunked_);
-    return take;
+    BackendConnection* backend = static_cast<BackendConnection*>(connection());
+    if (request_sent_ && backend && backend->failure() == BackendFailure::None &&
+        backend->tunnel() && backend->ended())
+        return data.size(); // the backend left the tunnel: nobody reads the client's bytes
+    return BackendStream::offer_body(data);
 }
 
-void ProxyExchange::end_body() {
-    body_ended_ = true;
-    BackendConnection* backend = this->backend();
-    if (request_sent_ && backend && backend->failure() == BackendFailure::None) {
-        backend->end_body(chunked_);
-        backend->flush();
-    }
+// The engine drops the usual hop-by-hop fields; those the backend's
+// Connection names are dropped here (RFC 9110 §7.6.1). A tunnel's Upgrade
+// names the protocol switched to: it stays.
+void ProxyExchange::take_head(upstream::Connection& connection) {
+    auto& backend = static_cast<BackendConnection&>(connection);
+    const ResponseHead& head = backend.head();
+    headers_.clear();
+    bool tunnel = backend.tunnel();
+    for (const Header& header : head.headers())
+        if (!head.named_in_connection(header.name) ||
+            (tunnel && ascii_iequals(header.name, "Upgrade")))
+            headers_.push_back(header);
+    head_.status = head.status();
+    head_.headers = headers_;
+    head_.content_length = head.content_length();
+    // A 101 the client asked for: the engine makes the connection a tunnel.
+    head_.upgrade = tunnel;
 }
 
-StreamState ProxyExchange::failed(int status, std::span<const Header> fields) {
-    if (head_reported_) return StreamState::Broken;
-    error_status_ = status;
-    error_fields_ = fields;
-    return StreamState::Failed;
-}
-
-bool ProxyExchange::fail_over() {
-    if (attempts_ >= group_.pools.size()) return false;
-    BackendConnection* backend = this->backend();
-    bool complete = backend->body_complete();
-    resend_ = backend->take_request();
-    backend->release();
-    ++attempts_;
-    pool_->release_tunnel_slot(*this);
-    pool_ = &group_.pick(exchange_.now_ms, pool_);
-    log_info("proxy: trying %s instead", pool_->options().address.text.c_str());
-    request_sent_ = false;
-    resend_complete_ = complete; // the last chunk is in resend_ already
-    pool_->acquire(*this, wants_tunnel());
-    return true;
-}
-
-StreamState ProxyExchange::poll() {
-    for (;;) {
-        if (backend_refused()) {
-            // Overload must not flood the log too: one line per second per thread.
-            static thread_local time_t last_warning = 0;
-            if (exchange_.now_s != last_warning) {
-                last_warning = exchange_.now_s;
-                ScopedLogContext context(log_context);
-                if (backend_tunnels_full())
-                    log_warn("proxy: %s has as many tunnels as --proxy-tunnels allows this "
-                             "reactor: 503",
-                             pool_->options().address.text.c_str());
-                else
-                    log_warn("proxy: every connection to %s of this reactor is busy and its "
-                             "queue is full or the wait timed out: 503",
-                             pool_->options().address.text.c_str());
-            }
-            return failed(503, kRetryAfter);
-        }
-        if (backend_queued()) return StreamState::Pending;
-        BackendConnection* backend = this->backend();
-        if (!backend) return failed(502);
-        if (!request_sent_) send_request(*backend);
-        if (backend->failure() == BackendFailure::None) backend->flush();
-        switch (backend->failure()) {
-        case BackendFailure::None:
-            break;
-        case BackendFailure::Connect:
-            if (fail_over()) continue;
-            return failed(502);
-        case BackendFailure::Timeout:
-            return failed(504);
-        default:
-            return failed(502);
-        }
-        break;
-    }
-    BackendConnection* backend = this->backend();
-    if (!backend->head_ready()) return StreamState::Pending;
-    if (!head_reported_) {
-        const ResponseHead& head = backend->head();
-        // The engine drops the usual hop-by-hop fields; those the backend's
-        // Connection names are dropped here (RFC 9110 §7.6.1).
-        // A tunnel's Upgrade names the protocol switched to: it stays.
-        headers_.clear();
-        bool tunnel = backend->tunnel();
-        for (const Header& header : head.headers())
-            if (!head.named_in_connection(header.name) ||
-                (tunnel && ascii_iequals(header.name, "Upgrade")))
-                headers_.push_back(header);
-        head_.status = head.status();
-        head_.headers = headers_;
-        head_.content_length = head.content_length();
-        // A 101 the client asked for: the engine makes the connection a tunnel.
-        head_.upgrade = backend->tunnel();
-        head_reported_ = true;
-    }
-    return StreamState::Ready;
-}
-
-void ProxyExchange::send_request(BackendConnection& backend) {
+void ProxyExchange::write_request(upstream::Connection& connection) {
+    auto& backend = static_cast<BackendConnection&>(connection);
     const Request& request = *exchange_.request;
-    bool replayable = is_idempotent(request.method);
+    bool replayable = upstream::is_idempotent(request.method);
     bool upgrade = wants_tunnel();
     if (resend_.empty()) {
         std::string head;
         append_request_head(request, *exchange_.connection, exchange_.client, host_, head);
-        backend.begin_request(head, request.is_head(), replayable, upgrade);
+        backend.begin_request(head, request.is_head(), replayable, upgrade, chunked_);
     } else {
-        backend.begin_request(resend_, request.is_head(), replayable, upgrade);
+        // What another backend could not send, already framed: a complete
+        // one needs no last chunk.
+        backend.begin_request(resend_, request.is_head(), replayable, upgrade,
+                              chunked_ && !resend_complete_);
         std::string().swap(resend_);
     }
-    if (resend_complete_)
-        backend.end_body(false);
-    else if (body_ended_)
-        backend.end_body(chunked_);
-    request_sent_ = true;
-}
-
-std::span<const char> ProxyExchange::body() const {
-    BackendConnection* backend = this->backend();
-    return backend ? backend->body() : std::span<const char>{};
-}
-
-void ProxyExchange::consume(size_t bytes) {
-    if (BackendConnection* backend = this->backend()) backend->consume_body(bytes);
-}
-
-bool ProxyExchange::ended() const {
-    BackendConnection* backend = this->backend();
-    return backend && backend->ended();
-}
-
-void ProxyExchange::release() {
-    if (released_) return;
-    released_ = true;
-    if (backend_queued()) pool_->cancel_wait(*this);
-    pool_->release_tunnel_slot(*this);
-    if (BackendConnection* backend = this->backend()) backend->release();
+    if (resend_complete_ || body_ended_) backend.end_body();
 }
 
 bool ProxyExchange::wants_tunnel() const {

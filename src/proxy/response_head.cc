@@ -14,14 +14,6 @@ bool is_token_char(char c) {
     return std::string_view("!#$%&'*+-.^_`|~").find(c) != std::string_view::npos;
 }
 
-std::string_view trim(std::string_view text) {
-    while (!text.empty() && (text.front() == ' ' || text.front() == '\t'))
-        text.remove_prefix(1);
-    while (!text.empty() && (text.back() == ' ' || text.back() == '\t'))
-        text.remove_suffix(1);
-    return text;
-}
-
 // The next line of `rest` (without its LF or CRLF), or nullopt at the end.
 std::optional<std::string_view> next_line(std::string_view& rest) {
     size_t newline = rest.find('\n');
@@ -37,7 +29,7 @@ std::optional<std::string_view> next_line(std::string_view& rest) {
 void split_tokens(std::string_view value, std::vector<std::string_view>& out) {
     while (!value.empty()) {
         size_t comma = value.find(',');
-        std::string_view token = trim(value.substr(0, comma));
+        std::string_view token = trim_ows(value.substr(0, comma));
         if (!token.empty()) out.push_back(token);
         if (comma == std::string_view::npos) break;
         value.remove_prefix(comma + 1);
@@ -121,7 +113,7 @@ ResponseHead::Status ResponseHead::parse() {
         std::string_view name = field->substr(0, colon);
         if (!std::all_of(name.begin(), name.end(), is_token_char))
             return fail("malformed header field name");
-        std::string_view value = trim(field->substr(colon + 1));
+        std::string_view value = trim_ows(field->substr(colon + 1));
         if (value.find_first_of(std::string_view("\r\0", 2)) != std::string_view::npos)
             return fail("control character in a header field");
         headers_.push_back({name, value});

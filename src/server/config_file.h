@@ -10,6 +10,7 @@
 #include "net/cidr.h"
 #include "server/try_files.h"
 #include "server/x_accel.h"
+#include "upstream/group.h"
 
 #include <cstdint>
 #include <map>
@@ -49,7 +50,8 @@ struct Redirect {
 };
 
 struct SiteFastCgi {
-    std::string address;
+    std::vector<std::string> addresses; // several: balanced (`balance`, `weights`)
+    upstream::Balancing balancing;
     std::vector<std::string> ext;
     std::optional<unsigned> pool, queue;
     std::optional<uint64_t> timeout_ms;
@@ -62,6 +64,7 @@ struct SiteFastCgi {
 // files do not have (nginx's try_files $uri @app).
 struct SiteProxy {
     std::vector<std::string> addresses;
+    upstream::Balancing balancing;  // `balance`, `hash_key`, `weights`
     std::vector<std::string> paths; // decoded path prefixes; empty: after the files
     std::string host;               // the Host sent to the backend; empty: the client's
     std::optional<unsigned> pool, queue;

@@ -16,10 +16,14 @@ class SiteTables : public ConfigReader {
 public:
     explicit SiteTables(const ConfigReader& reader) : ConfigReader(reader) {}
 
+private:
+    bool hash_key_set_ = false;
+
+public:
     void fastcgi(const toml::node& node, SiteConfig& site) {
         SiteFastCgi fastcgi;
         if (node.is_string()) {
-            fastcgi.address = *node.value<std::string>();
+            fastcgi.addresses = {*node.value<std::string>()};
             site.fastcgi = fastcgi;
             return;
         }
@@ -28,7 +32,8 @@ public:
         for (auto&& [key, value] : *table) {
             std::string_view name = key.str();
             if (name == "address") {
-                if (auto a = string(value, name)) fastcgi.address = *a;
+                if (auto a = strings(value, name)) fastcgi.addresses = *a;
+            } else if (balancing_key(name, value, fastcgi.balancing)) {
             } else if (name == "ext") {
                 if (auto e = strings(value, name)) fastcgi.ext = *e;
             } else if (name == "pool") {
@@ -43,7 +48,8 @@ public:
                 error(value, "unknown key '" + std::string(name) + "' in fastcgi");
             }
         }
-        if (fastcgi.address.empty()) error(node, "fastcgi needs an 'address'");
+        if (fastcgi.addresses.empty()) error(node, "fastcgi needs an 'address'");
+        check_balancing(node, "fastcgi", fastcgi.addresses.size(), fastcgi.balancing);
         site.fastcgi = fastcgi;
     }
 
@@ -83,6 +89,7 @@ public:
                 proxy.addresses = {*value.value<std::string>()};
             } else if (name == "address") {
                 if (auto a = strings(value, name)) proxy.addresses = *a;
+            } else if (balancing_key(name, value, proxy.balancing)) {
             } else if (name == "paths") {
                 if (auto p = strings(value, name)) proxy.paths = *p;
             } else if (name == "host") {
@@ -98,9 +105,92 @@ public:
             }
         }
         if (proxy.addresses.empty()) error(node, "proxy needs an 'address'");
+        check_balancing(node, "proxy", proxy.addresses.size(), proxy.balancing);
         for (const std::string& path : proxy.paths)
             if (!path.starts_with('/')) error(node, "proxy paths start with /");
         site.proxy = proxy;
+    }
+
+    // A string key whose value `parse` turns into `out`; else one error naming `choices`.
+    template <class Parse, class Value>
+    void parsed(const toml::node& value, std::string_view name, Parse parse, Value& out,
+                const char* choices) {
+        auto text = string(value, name);
+        if (!text) return;
+        if (auto result = parse(*text))
+            out = *result;
+        else
+            error(value, "'" + std::string(name) + "' is " + choices);
+    }
+
+    // `balance`, `hash_key`, `weights`, `max_fails`, `fail_timeout` and `slow_start`, which
+    // fastcgi and proxy share;
+    // false for any other key.
+    bool balancing_key(std::string_view name, const toml::node& value,
+                       upstream::Balancing& balancing) {
+        if (name == "balance") {
+            parsed(value, name, upstream::parse_balance, balancing.balance,
+                   R"("round_robin", "least_conn" or "hash")");
+        } else if (name == "hash_key") {
+            parsed(value, name, upstream::parse_hash_key, balancing.key,
+                   R"("client", "header:NAME" or "cookie:NAME")");
+            hash_key_set_ = true;
+        } else if (name == "health") {
+            health(value, balancing);
+        } else if (name == "max_fails") {
+            if (auto fails = count(value, name)) balancing.max_fails = *fails;
+        } else if (name == "fail_timeout") {
+            if (auto ms = duration(value, name)) balancing.fail_timeout_ms = *ms;
+        } else if (name == "slow_start") {
+            // "0s" (or 0): a backend back in gets its whole weight at once.
+            auto text = scalar_text(value);
+            auto ms = text ? parse_duration_ms(*text) : std::nullopt;
+            if (ms)
+                balancing.slow_start_ms = *ms;
+            else
+                error(value, "'slow_start' must be a duration such as 10s, 30s or 0s");
+        } else if (name == "weights") {
+            const toml::array* array = value.as_array();
+            balancing.weights.clear();
+            for (size_t i = 0; array && i < array->size(); ++i)
+                if (auto weight = count(*array->get(i), name)) balancing.weights.push_back(*weight);
+            if (!array) error(value, "'weights' must be an array of positive whole numbers");
+        } else {
+            return false;
+        }
+        return true;
+    }
+
+    // `health = { path = "/health", interval = "2s", fails = 2, passes = 2 }`.
+    void health(const toml::node& node, upstream::Balancing& balancing) {
+        const toml::table* table = node.as_table();
+        if (!table) return error(node, "'health' is a table such as { path = \"/health\" }");
+        balancing.health_interval_ms = 5000;
+        for (auto&& [key, value] : *table) {
+            std::string_view name = key.str();
+            if (name == "path") {
+                if (auto path = string(value, name)) balancing.health_path = *path;
+            } else if (name == "interval") {
+                if (auto ms = duration(value, name)) balancing.health_interval_ms = *ms;
+            } else if (name == "fails") {
+                if (auto fails = count(value, name)) balancing.health_fails = *fails;
+            } else if (name == "passes") {
+                if (auto passes = count(value, name)) balancing.health_passes = *passes;
+            } else {
+                error(value, "unknown key '" + std::string(name) + "' in health");
+            }
+        }
+        if (!balancing.health_path.starts_with('/'))
+            error(node, "health needs a 'path' starting with /");
+    }
+
+    void check_balancing(const toml::node& node, const std::string& table, size_t addresses,
+                         const upstream::Balancing& balancing) {
+        if (!balancing.weights.empty() && balancing.weights.size() != addresses)
+            error(node, table + ": 'weights' needs one weight per address");
+        if (hash_key_set_ && balancing.balance != upstream::Balance::Hash)
+            error(node, table + ": 'hash_key' goes with balance = \"hash\"");
+        hash_key_set_ = false;
     }
 
     void error_pages(const toml::node& node, SiteConfig& site) {

@@ -2,12 +2,12 @@
 #include "server/detail/option_groups.h"
 
 #include "base/units.h"
-#include "fastcgi/backend_address.h"
 #include "fastcgi/cgi_params.h"
 #include "log/log_level.h"
 #include "net/cidr.h"
 #include "net/socket.h"
 #include "net/tls_listen_scheme.h"
+#include "upstream/backend_address.h"
 
 #include <algorithm>
 #include <string>
@@ -46,7 +46,8 @@ struct ListenValidator : CLI::Validator {
         func_ = [](std::string& text) -> std::string {
             return parse_listen(split_listen_scheme(text).address)
                        ? std::string()
-                       : "'" + text + "' is not [https://]ADDR:PORT, [V6]:PORT, PORT or unix:/PATH";
+                       : "'" + text +
+                             "' is not [https://|quic://]ADDR:PORT, [V6]:PORT, PORT or unix:/PATH";
         };
     }
 };
@@ -54,7 +55,7 @@ struct ListenValidator : CLI::Validator {
 struct BackendValidator : CLI::Validator {
     BackendValidator() : CLI::Validator("unix:PATH|HOST:PORT") {
         func_ = [](std::string& text) -> std::string {
-            return fastcgi::parse_backend_address(text)
+            return upstream::parse_backend_address(text)
                        ? std::string()
                        : "'" + text + "' is not unix:/path or HOST:PORT";
         };
@@ -97,7 +98,7 @@ void add_listening_options(CLI::App& app, ServerOptions& options, OptionTexts& t
     app.option_defaults()->group("Listening");
     app.add_option("--listen,-l", options.listen,
                    "Address to listen on (repeatable); with ACME (--domain) and no "
-                   "--listen: 80 and https://443")
+                   "--listen: 80 and https://443; quic://ADDR:PORT: HTTP/3 on UDP")
         ->check(listen_address)
         ->capture_default_str()
         ->expected(1) // one address per --listen, so `--listen :80 ROOT` works
@@ -314,6 +315,9 @@ void add_file_and_php_options(CLI::App& app, ServerOptions& options, OptionTexts
         ->check(CLI::Range(0u, 1u << 20));
     app.add_option("--fastcgi-queue-timeout", fastcgi_queue_timeout,
                    "Longest wait for a FastCGI connection, then 503 (10s)")
+        ->check(duration);
+    app.add_option("--fastcgi-connect-timeout", texts.fastcgi_connect_timeout,
+                   "Connecting to php-fpm longer than this: 504 (10s)")
         ->check(duration);
     app.add_option("--fastcgi-timeout", fastcgi_timeout,
                    "php-fpm silent this long: 504, connection closed (60s)")

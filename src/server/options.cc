@@ -1,7 +1,6 @@
 #include "server/options.h"
 
 #include "base/units.h"
-#include "fastcgi/backend_address.h"
 #include "fastcgi/cgi_params.h"
 #include "log/log_level.h"
 #include "net/certificate_check.h"
@@ -13,6 +12,7 @@
 #include "server/basic_auth.h"
 #include "server/detail/option_groups.h"
 #include "server/start_checks.h"
+#include "upstream/backend_address.h"
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
@@ -59,8 +59,9 @@ std::string check_site(const SiteConfig& site) {
         if (std::string error = check_site_proxy(*site.proxy); !error.empty()) return error;
     if (!site.fastcgi) return {};
     const SiteFastCgi& fastcgi = *site.fastcgi;
-    if (!fastcgi::parse_backend_address(fastcgi.address))
-        return "fastcgi address '" + fastcgi.address + "' is not unix:/path or HOST:PORT";
+    for (const std::string& address : fastcgi.addresses)
+        if (!upstream::parse_backend_address(address))
+            return "fastcgi address '" + address + "' is not unix:/path or HOST:PORT";
     for (const std::string& extension : fastcgi.ext)
         if (std::string error = extension_error(extension); !error.empty()) return error;
     return {};
@@ -245,7 +246,8 @@ std::string finish_options(const CLI::App& app, ServerOptions& options, const Op
                  {&shutdown_timeout, &options.shutdown_timeout_ms},
                  {&fastcgi_queue_timeout, &options.fastcgi_queue_timeout_ms},
                  {&fastcgi_timeout, &options.fastcgi_timeout_ms},
-                 {&fastcgi_idle_timeout, &options.fastcgi_idle_timeout_ms}},
+                 {&fastcgi_idle_timeout, &options.fastcgi_idle_timeout_ms},
+                 {&texts.fastcgi_connect_timeout, &options.fastcgi_connect_timeout_ms}},
                 {{&max_body_size, &options.max_body_size},
                  {&texts.client_body_buffer, &options.client_body_buffer},
                  {&texts.limit_memory, &options.limit_memory}});
@@ -289,7 +291,7 @@ std::string finish_options(const CLI::App& app, ServerOptions& options, const Op
         options.shutdown_timeout_ms == 0)
         return "timeouts must be greater than zero";
     if (options.fastcgi_queue_timeout_ms == 0 || options.fastcgi_timeout_ms == 0 ||
-        options.fastcgi_idle_timeout_ms == 0)
+        options.fastcgi_idle_timeout_ms == 0 || options.fastcgi_connect_timeout_ms == 0)
         return "FastCGI timeouts must be greater than zero";
     // A PHP site's directories are answered by index.php first, as nginx's
     // usual "index index.php index.html"; an explicit --index wins.
@@ -320,6 +322,12 @@ std::string finish_options(const CLI::App& app, ServerOptions& options, const Op
     // no --listen at all an ACME server listens where a CA and browsers look,
     // port 80 (HTTP-01, redirects) and 443 (TLS-ALPN-01, the site).
     if (uses_acme(options) && app.count("--listen") == 0) options.listen = {"80", "https://443"};
+    options.quic_listen.clear();
+    std::erase_if(options.listen, [&](const std::string& text) {
+        if (!split_listen_scheme(text).quic) return false;
+        options.quic_listen.push_back(text);
+        return true;
+    });
     if (std::string error = finish_acme_options(options); !error.empty()) return error;
     if (!options.status_path.empty() && options.status_path.front() != '/')
         return "--status-path must start with /";

@@ -28,8 +28,11 @@ enum class AcceptMode { Auto, Acceptor, ReusePort };
 struct ServerOptions {
     std::string root = ".";
     std::vector<std::string> listen = {"8080"}; // IPv4 and IPv6 ([::] dual-stack)
-    unsigned threads = 0;                       // 0: one reactor per online core
-    bool pin_threads = false;                   // --pin on
+    // The quic:// entries of --listen (HTTP/3, UDP), taken out of `listen`,
+    // which keeps the TCP listeners; not changed by a reload.
+    std::vector<std::string> quic_listen;
+    unsigned threads = 0;     // 0: one reactor per online core
+    bool pin_threads = false; // --pin on
     AcceptMode accept_mode = AcceptMode::Auto;
     IoBackend io = IoBackend::Epoll; // uring falls back to epoll where refused
     int backlog = 4096;
@@ -93,6 +96,7 @@ struct ServerOptions {
     uint64_t fastcgi_queue_timeout_ms = 10000;
     uint64_t fastcgi_timeout_ms = 60000;
     uint64_t fastcgi_idle_timeout_ms = 30000;
+    uint64_t fastcgi_connect_timeout_ms = 10000;
     // --fastcgi-keepalive on|off: FCGI_KEEP_CONN and idle pooled connections.
     // Off (nginx's default): php-fpm binds a child to each connection it accepts,
     // so kept-alive connections beyond pm.max_children would hang (issue 32).

@@ -7,6 +7,7 @@
 #include "http/path.h"
 #include "log/access_log.h"
 #include "log/error_log.h"
+#include "net/tls_listen_scheme.h"
 #include "server/auth_stream.h"
 #include "server/response_filters.h"
 #include "server/status_handler.h"
@@ -78,6 +79,11 @@ Router::Router(Worker& worker, const ServerOptions& options)
     std::string error; // the options were checked when they were read
     for (const std::string& text : options.status_allow)
         if (auto network = parse_cidr(text, error)) status_allow_.push_back(*network);
+    // RFC 9114 §3.1.1: HTTPS answers advertise HTTP/3 on the first quic:// listener's port.
+    if (!options.quic_listen.empty()) {
+        std::string_view address = split_listen_scheme(options.quic_listen.front()).address;
+        alt_svc_ = "h3=\":" + std::string(address.substr(address.rfind(':') + 1)) + "\"";
+    }
 }
 
 // The order of the steps is the order of nginx's phases: who the client is and
@@ -172,6 +178,13 @@ void Router::run_steps(Exchange& exchange, RouteState& route, size_t first) {
 void Router::answered(Exchange& exchange, RouteState& route) {
     // The status page answers before a site is needed; every other answer is the site's.
     if (route.site && route.site->uses.headers) add_rule_headers(exchange, route);
+    if (!alt_svc_.empty() && exchange.connection->secure && exchange.request &&
+        exchange.request->version_major < 3) {
+        if (exchange.stream)
+            exchange.stream_fields.add("Alt-Svc", alt_svc_);
+        else if (exchange.response.head.status != 0)
+            exchange.response.head.add("Alt-Svc", alt_svc_);
+    }
 }
 
 Router::StepOutcome Router::step_client(Exchange& exchange, RouteState&) {
@@ -238,11 +251,14 @@ Router::StepOutcome Router::try_candidates(Exchange& exchange, RouteState& route
     const std::vector<TryFiles::Candidate>& candidates = try_files.candidates;
     for (size_t i = 0; i + 1 < candidates.size(); ++i) {
         TryFiles::expand_path(candidates[i], path_, candidate_);
-        bool want_directory = candidate_.size() > 1 && candidate_.back() == '/';
+        // A folder test when the template ends in "/" ("$uri/"), as nginx
+        // decides: "$uri" is a file test, even for "/apps/files/".
+        bool want_directory = candidates[i].wants_directory();
         StaticHandler::Probe found = probe(route, candidate_, exchange.now_ms);
         if (found != StaticHandler::Probe::Refused &&
             found !=
-                (want_directory ? StaticHandler::Probe::Directory : StaticHandler::Probe::File))
+                (want_directory ? StaticHandler::Probe::Directory : StaticHandler::Probe::File) &&
+            (want_directory || !is_script_with_path_info(route, candidate_)))
             continue;
         // The request as it is; or a directory named without its slash, which
         // the files answer with their usual 301 to it (relative links work).
@@ -265,6 +281,20 @@ Router::StepOutcome Router::try_candidates(Exchange& exchange, RouteState& route
     else
         query.assign(request.query);
     return rewrite(exchange, route, candidate_, query, request);
+}
+
+// "/remote.php/dav/x" is found when /remote.php is a script of the site (or
+// refused: its 403 is said, as for a file), as nginx's `location ~
+// \.php(/|$)` takes it before try_files. Under a location with a root of its
+// own, the location's files decide alone.
+bool Router::is_script_with_path_info(RouteState& route, std::string_view decoded_path) {
+    const SiteHandlers& site = *route.site;
+    if (!site.scripts) return false;
+    if (site.uses.locations)
+        if (const LocationHandlers* location = find_location(site, decoded_path);
+            location && location->files)
+            return false;
+    return site.scripts->script_with_path_info(decoded_path) != fastcgi::RouteKind::Static;
 }
 
 Router::StepOutcome Router::rewrite(Exchange& exchange, RouteState& route,
@@ -333,7 +363,7 @@ void Router::run_script(Exchange& exchange, RouteState& route, fastcgi::ScriptTa
         exchange.connection->local().format_host(server_name);
     target.server_name = server_name;
     target.extra_params = site.fastcgi_params;
-    fastcgi::UpstreamPool& pool = route.serving->pool_of(site);
+    upstream::Group& pool = route.serving->fastcgi_of(site);
     route.upstream_started_ms = exchange.now_ms;
     if (buffers_request_body(exchange, site)) {
         // php-fpm gets the request once its body is here: a child is

@@ -158,6 +158,9 @@ private:
     // Whether `decoded_path` is a file or directory of the site, or of the
     // location with a root of its own that takes it (router_locations.cc).
     StaticHandler::Probe probe(RouteState& route, std::string_view decoded_path, uint64_t now_ms);
+    // Whether try_files takes `decoded_path` as found for being a script of
+    // the site followed by a PATH_INFO ("/remote.php/dav/x"; router.cc).
+    bool is_script_with_path_info(RouteState& route, std::string_view decoded_path);
     // Serves `request` (a path under `location`, which has a root) from the
     // location's files or scripts; `rewritten`: try_files' target.
     void serve_location(Exchange& exchange, RouteState& route, const LocationHandlers& location,
@@ -204,6 +207,7 @@ private:
     std::string redirect_target_;                  // scratch: where a redirect goes
     std::string location_path_;                    // scratch: a path below a location's root
     BasicAuth auth_;                               // this reactor's verified credentials
+    std::string alt_svc_; // h3=":PORT" with a quic:// listener (RFC 7838), else empty
 };
 
 } // namespace lepus

@@ -47,8 +47,8 @@ bool Router::run_error_script(Exchange& exchange, RouteState& route, std::string
     target.extra_params = site.fastcgi_params;
     exchange.response.reset();
     exchange.stream_status = status;
-    exchange.stream =
-        std::make_unique<fastcgi::FastCgiExchange>(route.serving->pool_of(site), exchange, target);
+    exchange.stream = std::make_unique<fastcgi::FastCgiExchange>(route.serving->fastcgi_of(site),
+                                                                 exchange, target);
     wrap_response_stream(exchange, site, StreamOrigin::ErrorScript);
     return true;
 }

@@ -5,6 +5,8 @@
 #include "log/async_logger.h"
 #include "log/error_log.h"
 #include "net/acceptor.h"
+#include "net/quic_endpoint.h"
+#include "net/quic_tls.h"
 #include "net/reactor.h"
 #include "net/reuseport_listener.h"
 #include "net/socket.h"
@@ -155,7 +157,9 @@ void log_start_up_summary(const ServerOptions& options, const std::vector<std::s
         for (const std::string& name : site.server_names)
             names.append(names.empty() ? "" : " ").append(name);
         std::string backends;
-        if (site.fastcgi) backends.append(", FastCGI ").append(site.fastcgi->address);
+        if (site.fastcgi)
+            for (const std::string& address : site.fastcgi->addresses)
+                backends.append(", FastCGI ").append(address);
         if (site.proxy)
             for (const std::string& address : site.proxy->addresses)
                 backends.append(", proxy ").append(address);
@@ -172,6 +176,7 @@ struct Server::State {
         : options(options), argc(argc), argv(argv), latest(options) {}
 
     bool open_listeners(std::string& error);
+    bool open_quic_listeners(std::string& error);
     bool load_tls(std::string& error);
     bool make_workers(std::string& error);
     bool make_acceptor(std::string& error);
@@ -195,7 +200,10 @@ struct Server::State {
     std::vector<UniqueFd> listeners;
     std::vector<bool> listener_tls;          // per entry of `listeners`
     std::vector<std::string> listener_texts; // per entry of `listeners`: its --listen
-    std::string accept_reason;               // why this accept mode, for the start-up line
+    // quic:// listeners: per address, one UDP socket per reactor; their TLS.
+    std::vector<std::vector<UniqueFd>> quic_sockets;
+    std::unique_ptr<QuicTlsContext> quic_tls;
+    std::string accept_reason; // why this accept mode, for the start-up line
     std::vector<SocketAddress> bound;
     std::vector<std::string> urls; // what "serving ROOT on URL" names
     Listening listening;
@@ -268,9 +276,9 @@ bool Server::start(std::string& error) {
     // Listeners first: a taken port is the most common start-up failure.
     // Privileges go after every socket is bound and every root opened.
     // The PID file too, so that root can write it in /run.
-    return s.open_listeners(error) && s.load_tls(error) && s.make_workers(error) &&
-           s.make_acceptor(error) && s.write_pid_file(error) && drop_privileges(s.options, error) &&
-           s.start_acme(error);
+    return s.open_listeners(error) && s.open_quic_listeners(error) && s.load_tls(error) &&
+           s.make_workers(error) && s.make_acceptor(error) && s.write_pid_file(error) &&
+           drop_privileges(s.options, error) && s.start_acme(error);
 }
 
 bool Server::State::open_listeners(std::string& error) {
@@ -295,9 +303,29 @@ bool Server::State::open_listeners(std::string& error) {
     return true;
 }
 
+bool Server::State::open_quic_listeners(std::string& error) {
+    for (const std::string& text : options.quic_listen) {
+        std::optional<ListenAddress> address = parse_listen(split_listen_scheme(text).address);
+        if (!address || !address->unix_path.empty()) {
+            error = text + ": QUIC needs an IP address and port";
+            return false;
+        }
+        std::vector<UniqueFd> fds =
+            open_quic_sockets(address->address, address->dual_stack, threads, error);
+        if (fds.empty()) return false;
+        log_info("listening on %s (HTTP/3, UDP)", text.c_str());
+        quic_sockets.push_back(std::move(fds));
+    }
+    return true;
+}
+
 // The certificates were checked when the options were parsed; they are read
 // again here, so a file changed in between is caught as well.
 bool Server::State::load_tls(std::string& error) {
+    if (!options.quic_listen.empty()) {
+        quic_tls = std::make_unique<QuicTlsContext>();
+        if (!quic_tls->load(tls_settings(latest), error)) return false;
+    }
     if (!uses_tls(latest)) return true;
     SslContextRef context = build_tls_context(tls_settings(latest), error);
     if (!context) return false;
@@ -326,6 +354,19 @@ bool Server::State::make_workers(std::string& error) {
         worker->reload(std::move(serving)); // taken, with its pools made, on the reactor thread
         worker_list.push_back(worker.get());
         workers.push_back(std::move(worker));
+    }
+    for (std::vector<UniqueFd>& fds : quic_sockets) {
+        std::vector<QuicEndpoint*> siblings;
+        for (size_t i = 0; i < workers.size(); ++i) {
+            QuicEndpoint* endpoint = workers[i]->add_quic_endpoint(std::move(fds[i]), *quic_tls);
+            if (!endpoint) {
+                error = "cannot register a QUIC socket with its reactor";
+                return false;
+            }
+            siblings.push_back(endpoint);
+        }
+        for (QuicEndpoint* endpoint : siblings)
+            endpoint->set_siblings(siblings);
     }
     if (reuse_port) {
         std::vector<Reactor*> reactors;

@@ -8,13 +8,6 @@
 namespace lepus {
 namespace {
 
-bool same_backend(const fastcgi::UpstreamOptions& a, const fastcgi::UpstreamOptions& b) {
-    return a.address.text == b.address.text && a.connections == b.connections &&
-           a.queue_limit == b.queue_limit && a.queue_timeout_ms == b.queue_timeout_ms &&
-           a.response_timeout_ms == b.response_timeout_ms &&
-           a.idle_timeout_ms == b.idle_timeout_ms && a.keep_alive == b.keep_alive;
-}
-
 // This worker's share of a pool of `total` connections: php-fpm sees `total`
 // in all, at least one per reactor.
 size_t share(unsigned total, unsigned index, unsigned threads) {
@@ -24,18 +17,18 @@ size_t share(unsigned total, unsigned index, unsigned threads) {
 // The index in set.pool_options of `options`, added when new.
 size_t pool_index(ServingSet& set, fastcgi::UpstreamOptions options) {
     for (size_t i = 0; i < set.pool_options.size(); ++i)
-        if (same_backend(set.pool_options[i], options)) return i;
+        if (set.pool_options[i] == options) return i;
     set.pool_options.push_back(std::move(options));
     return set.pool_options.size() - 1;
 }
 
-// The global --fastcgi* backend, or one [[site]]'s own `fastcgi` on top of it.
+// The global --fastcgi* backend, or one address of a [[site]]'s own `fastcgi`
+// on top of it.
 fastcgi::UpstreamOptions backend_options(const ServerOptions& options, const SiteFastCgi* site,
-                                         unsigned index, unsigned threads) {
+                                         std::string_view address, unsigned index,
+                                         unsigned threads) {
     fastcgi::UpstreamOptions upstream;
-    // Both were validated by parse_command_line.
-    upstream.address =
-        *fastcgi::parse_backend_address(site ? site->address : std::string_view(options.fastcgi));
+    upstream.address = *upstream::parse_backend_address(address); // validated by the options
     upstream.connections =
         share(site && site->pool ? *site->pool : options.fastcgi_pool, index, threads);
     upstream.queue_limit = site && site->queue ? *site->queue : options.fastcgi_queue;
@@ -43,8 +36,29 @@ fastcgi::UpstreamOptions backend_options(const ServerOptions& options, const Sit
     upstream.response_timeout_ms =
         site && site->timeout_ms ? *site->timeout_ms : options.fastcgi_timeout_ms;
     upstream.idle_timeout_ms = options.fastcgi_idle_timeout_ms;
+    upstream.connect_timeout_ms = options.fastcgi_connect_timeout_ms;
     upstream.keep_alive = site && site->keepalive ? *site->keepalive : options.fastcgi_keepalive;
     return upstream;
+}
+
+// The FastCGI group of a site (`site`: its own `fastcgi`, else the global
+// --fastcgi), its backends added to `set`: the index in set.fastcgi_specs.
+size_t fastcgi_group(ServingSet& set, const ServerOptions& options, const SiteFastCgi* site,
+                     const std::string& root, unsigned index, unsigned threads) {
+    ServingSet::GroupSpec spec;
+    std::vector<std::string> addresses{options.fastcgi};
+    if (site) {
+        addresses = site->addresses;
+        spec.balancing = site->balancing;
+    }
+    for (const std::string& address : addresses) {
+        fastcgi::UpstreamOptions backend = backend_options(options, site, address, index, threads);
+        upstream::apply_health(spec.balancing, backend);
+        backend.health_root = root;
+        spec.members.push_back(pool_index(set, std::move(backend)));
+    }
+    set.fastcgi_specs.push_back(std::move(spec));
+    return set.fastcgi_specs.size() - 1;
 }
 
 BodyBufferOptions body_buffer_options(const ServerOptions& options) {
@@ -173,6 +187,7 @@ std::unique_ptr<ServingSet> make_serving_set(const ServerOptions& options,
     base.dotfiles_allow = options.dotfiles_allow;
     base.compress = options.compress;
     base.symlinks = options.symlinks;
+    base.backend_methods = !options.fastcgi.empty() || !options.proxy.address.empty();
     auto set = std::make_unique<ServingSet>();
     set->root.files = StaticHandler::create(base, error);
     if (!set->root.files) return nullptr;
@@ -194,7 +209,7 @@ std::unique_ptr<ServingSet> make_serving_set(const ServerOptions& options,
                                                options.dotfiles_allow, options.symlinks};
         set->root.scripts = fastcgi::ScriptResolver::create(scripts, error);
         if (!set->root.scripts) return nullptr;
-        set->root.pool = pool_index(*set, backend_options(options, nullptr, index, threads));
+        set->root.pool = fastcgi_group(*set, options, nullptr, options.root, index, threads);
         set->root.fastcgi_params = options.fastcgi_params;
     }
     if (!options.proxy.address.empty() && !sites)
@@ -222,6 +237,10 @@ std::unique_ptr<ServingSet> make_serving_set(const ServerOptions& options,
         if (site.dotfiles_allow) site_options.dotfiles_allow = *site.dotfiles_allow;
         if (site.compress) site_options.compress = *site.compress;
         if (site.symlinks) site_options.symlinks = *parse_symlink_policy(*site.symlinks);
+        site_options.backend_methods |=
+            site.fastcgi || site.proxy ||
+            std::any_of(site.locations.begin(), site.locations.end(),
+                        [](const SiteLocation& location) { return location.handler == "proxy"; });
         handlers.files = StaticHandler::create(site_options, error);
         const std::optional<XAccel>& x_accel = site.x_accel ? site.x_accel : options.x_accel;
         if (!handlers.files || !make_x_accel_files(x_accel, site_options, handlers, error)) {
@@ -241,7 +260,7 @@ std::unique_ptr<ServingSet> make_serving_set(const ServerOptions& options,
                 error.insert(0, site.origin + ": ");
                 return nullptr;
             }
-            handlers.pool = pool_index(*set, backend_options(options, own, index, threads));
+            handlers.pool = fastcgi_group(*set, options, own, site.root, index, threads);
             handlers.fastcgi_params = options.fastcgi_params;
             fastcgi::merge_cgi_params(handlers.fastcgi_params, site.fastcgi_params);
         }
@@ -268,21 +287,24 @@ std::unique_ptr<ServingSet> make_serving_set(const ServerOptions& options,
 }
 
 void adopt_pools(ServingSet& next, const ServingSet* previous, Reactor& reactor,
-                 fastcgi::UpstreamGauges& gauges, fastcgi::UpstreamGauges* proxy_gauges) {
+                 upstream::UpstreamGauges& gauges, upstream::UpstreamGauges* proxy_gauges) {
     next.pools.clear();
     for (const fastcgi::UpstreamOptions& options : next.pool_options) {
         std::shared_ptr<fastcgi::UpstreamPool> pool;
         for (size_t i = 0; previous && i < previous->pools.size() && !pool; ++i)
-            if (same_backend(previous->pools[i]->options(), options)) pool = previous->pools[i];
+            if (previous->pools[i]->options() == options) pool = previous->pools[i];
         if (!pool) pool = std::make_shared<fastcgi::UpstreamPool>(reactor, options, &gauges);
         next.pools.push_back(std::move(pool));
     }
+    make_groups(next.fastcgi_specs, next.pools, next.fastcgi_groups);
     adopt_proxy_pools(next, previous, reactor, proxy_gauges);
 }
 
 void close_unshared_pools(ServingSet& set) {
     // Requests hold their set, so a pool nobody else shares has no client: what
-    // is left are idle connections and abandoned responses being drained.
+    // is left are idle connections and abandoned responses being drained. The
+    // groups hold references too: let them go first.
+    set.fastcgi_groups.clear();
     for (auto& pool : set.pools)
         if (pool.use_count() == 1) pool->close_all();
     close_unshared_proxy_pools(set);

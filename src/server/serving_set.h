@@ -55,7 +55,7 @@ struct LocationHandlers {
 struct SiteHandlers {
     std::unique_ptr<StaticHandler> files;
     std::unique_ptr<fastcgi::ScriptResolver> scripts; // null: everything is static here
-    size_t pool = 0;                                  // ServingSet::pools index, with scripts
+    size_t pool = 0; // ServingSet::fastcgi_groups index, with scripts
     // --fastcgi-param with the site's `fastcgi_params` on top, sent with every script.
     std::vector<fastcgi::CgiParam> fastcgi_params;
     AsyncLogger* access_log = nullptr; // null: the global access log
@@ -100,16 +100,24 @@ struct ServingSet {
     SiteHandlers root;
     std::shared_ptr<const SiteTable> sites;  // null without [[site]] blocks
     std::vector<SiteHandlers> site_handlers; // in the order of sites
+    // A site's backends (indexes into pool_options or proxy_pool_options) and
+    // how a request picks one.
+    struct GroupSpec {
+        std::vector<size_t> members;
+        upstream::Balancing balancing;
+    };
     // One entry per distinct backend (address and settings), shared by the
-    // sites that name it. `pools` is filled by adopt_pools on the worker's thread.
+    // sites that name it, and per site with scripts its group of them.
+    // `pools` and `fastcgi_groups` are filled by adopt_pools on the worker's thread.
     std::vector<fastcgi::UpstreamOptions> pool_options;
+    std::vector<GroupSpec> fastcgi_specs;
     std::vector<std::shared_ptr<fastcgi::UpstreamPool>> pools;
-    // HTTP backends alike: one pool per distinct backend, and per site that
-    // proxies the pools it takes in turn (indexes into proxy_pool_options).
+    std::vector<upstream::Group> fastcgi_groups;
+    // HTTP backends alike.
     std::vector<proxy::BackendOptions> proxy_pool_options;
-    std::vector<std::vector<size_t>> proxy_group_members;
+    std::vector<GroupSpec> proxy_specs;
     std::vector<std::shared_ptr<proxy::BackendPool>> proxy_pools;
-    std::vector<proxy::BackendGroup> proxy_groups;
+    std::vector<upstream::Group> proxy_groups;
     // --access-log-format, for the lines of no site (a request the parser refused).
     std::shared_ptr<const AccessLogFormat> access_log_format;
     // Keeps the per-site access logs this set writes to open.
@@ -119,11 +127,24 @@ struct ServingSet {
     SiteHandlers& for_host(std::string_view host) {
         return sites ? site_handlers[sites->match(host)] : root;
     }
-    fastcgi::UpstreamPool& pool_of(const SiteHandlers& site) { return *pools[site.pool]; }
+    upstream::Group& fastcgi_of(const SiteHandlers& site) { return fastcgi_groups[site.pool]; }
     proxy::BackendGroup& proxy_of(const SiteHandlers& site) {
         return proxy_groups[site.proxy->group];
     }
 };
+
+// The groups of `specs` (FastCGI's or the proxy's), from the pools made for them.
+template <class PoolPointer>
+void make_groups(const std::vector<ServingSet::GroupSpec>& specs,
+                 const std::vector<PoolPointer>& pools, std::vector<upstream::Group>& groups) {
+    groups.clear();
+    for (const ServingSet::GroupSpec& spec : specs) {
+        std::vector<std::shared_ptr<upstream::Pool>> members;
+        for (size_t member : spec.members)
+            members.push_back(pools[member]);
+        groups.emplace_back(std::move(members), spec.balancing);
+    }
+}
 
 // The per-site access logs: one AsyncLogger per distinct path, shared by every
 // reactor and every serving set that names it. Main thread only.
@@ -157,13 +178,14 @@ SiteHandlers::ProxyRoute make_proxy_route(ServingSet& set, const ServerOptions& 
                                           const SiteProxy* site, unsigned index, unsigned threads);
 // adopt_pools and close_unshared_pools for the proxy's pools.
 void adopt_proxy_pools(ServingSet& next, const ServingSet* previous, Reactor& reactor,
-                       fastcgi::UpstreamGauges* gauges);
+                       upstream::UpstreamGauges* gauges);
 void close_unshared_proxy_pools(ServingSet& set);
 
 // On the worker's thread: makes the pools of `next`, taking over those of
 // `previous` (may be null) whose backend and settings are the same.
 void adopt_pools(ServingSet& next, const ServingSet* previous, Reactor& reactor,
-                 fastcgi::UpstreamGauges& gauges, fastcgi::UpstreamGauges* proxy_gauges = nullptr);
+                 upstream::UpstreamGauges& gauges,
+                 upstream::UpstreamGauges* proxy_gauges = nullptr);
 
 // On the worker's thread, before a set that no request holds any more is
 // destroyed: closes the backend connections of the pools no other set shares.

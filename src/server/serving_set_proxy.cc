@@ -9,18 +9,9 @@
 namespace lepus {
 namespace {
 
-bool same_backend(const proxy::BackendOptions& a, const proxy::BackendOptions& b) {
-    return a.address.text == b.address.text && a.connections == b.connections &&
-           a.tunnels == b.tunnels && a.queue_limit == b.queue_limit &&
-           a.queue_timeout_ms == b.queue_timeout_ms &&
-           a.connect_timeout_ms == b.connect_timeout_ms &&
-           a.response_timeout_ms == b.response_timeout_ms &&
-           a.idle_timeout_ms == b.idle_timeout_ms && a.head_max == b.head_max;
-}
-
 size_t proxy_pool_index(ServingSet& set, proxy::BackendOptions options) {
     for (size_t i = 0; i < set.proxy_pool_options.size(); ++i)
-        if (same_backend(set.proxy_pool_options[i], options)) return i;
+        if (set.proxy_pool_options[i] == options) return i;
     set.proxy_pool_options.push_back(std::move(options));
     return set.proxy_pool_options.size() - 1;
 }
@@ -43,39 +34,35 @@ SiteHandlers::ProxyRoute make_proxy_route(ServingSet& set, const ServerOptions& 
     backend.idle_timeout_ms = global.idle_timeout_ms;
     backend.head_max = global.head_max;
     SiteHandlers::ProxyRoute route;
-    std::vector<size_t> members;
+    ServingSet::GroupSpec spec;
     std::vector<std::string> addresses{global.address};
     if (site) {
         addresses = site->addresses;
+        spec.balancing = site->balancing;
+        upstream::apply_health(spec.balancing, backend);
         route.paths = site->paths;
         route.host = site->host;
     }
     for (const std::string& address : addresses) {
         backend.address = *proxy::parse_backend_url(address); // checked with the options
-        members.push_back(proxy_pool_index(set, backend));
+        spec.members.push_back(proxy_pool_index(set, backend));
     }
-    route.group = set.proxy_group_members.size();
-    set.proxy_group_members.push_back(std::move(members));
+    route.group = set.proxy_specs.size();
+    set.proxy_specs.push_back(std::move(spec));
     return route;
 }
 
 void adopt_proxy_pools(ServingSet& next, const ServingSet* previous, Reactor& reactor,
-                       fastcgi::UpstreamGauges* gauges) {
+                       upstream::UpstreamGauges* gauges) {
     next.proxy_pools.clear();
     for (const proxy::BackendOptions& options : next.proxy_pool_options) {
         std::shared_ptr<proxy::BackendPool> pool;
         for (size_t i = 0; previous && i < previous->proxy_pools.size() && !pool; ++i)
-            if (same_backend(previous->proxy_pools[i]->options(), options))
-                pool = previous->proxy_pools[i];
+            if (previous->proxy_pools[i]->options() == options) pool = previous->proxy_pools[i];
         if (!pool) pool = std::make_shared<proxy::BackendPool>(reactor, options, gauges);
         next.proxy_pools.push_back(std::move(pool));
     }
-    next.proxy_groups.clear();
-    for (const std::vector<size_t>& members : next.proxy_group_members) {
-        proxy::BackendGroup& group = next.proxy_groups.emplace_back();
-        for (size_t member : members)
-            group.pools.push_back(next.proxy_pools[member]);
-    }
+    make_groups(next.proxy_specs, next.proxy_pools, next.proxy_groups);
 }
 
 void close_unshared_proxy_pools(ServingSet& set) {

@@ -11,6 +11,32 @@
 namespace lepus {
 namespace {
 
+// Adds one reactor's pools of `protocol` to the snapshot's backends, by address.
+void add_backends(StatusSnapshot& status, const char* protocol,
+                  const upstream::UpstreamGauges& gauges, uint64_t now_ms) {
+    for (const auto& pool : gauges.backends()) {
+        auto found = std::find_if(status.backends.begin(), status.backends.end(), [&](auto& b) {
+            return b.protocol == protocol && b.address == pool->address;
+        });
+        StatusSnapshot::Backend& backend =
+            found != status.backends.end()
+                ? *found
+                : status.backends.emplace_back(StatusSnapshot::Backend{protocol, pool->address});
+        ++backend.reactors;
+        backend.down += pool->down.load(std::memory_order_relaxed);
+        backend.in_flight += pool->in_flight.load(std::memory_order_relaxed);
+        backend.failures += pool->failures.load(std::memory_order_relaxed);
+        uint64_t checked_ms = pool->last_check_ms.load(std::memory_order_relaxed);
+        if (checked_ms == 0) continue;
+        double ago = double(now_ms > checked_ms ? now_ms - checked_ms : 0) / 1000.0;
+        if (!backend.checked || ago < backend.last_check_seconds_ago) {
+            backend.checked = true;
+            backend.last_check_seconds_ago = ago;
+            backend.last_check_passed = pool->last_check_passed.load(std::memory_order_relaxed);
+        }
+    }
+}
+
 // Every worker's counters, summed where the page shows totals.
 StatusSnapshot take_snapshot(Worker& worker, const ServingSet& serving, uint64_t now_ms) {
     StatusSnapshot status;
@@ -34,15 +60,30 @@ StatusSnapshot take_snapshot(Worker& worker, const ServingSet& serving, uint64_t
         r.http2_streams = stats.http2.streams.load(std::memory_order_relaxed);
         r.http2_streams_total = stats.http2.streams_total.load(std::memory_order_relaxed);
         r.http2_connections_total = stats.http2.connections_total.load(std::memory_order_relaxed);
-        fastcgi::UpstreamGauges& gauges = each->fastcgi_gauges();
+        r.http3_connections = stats.quic.connections.load(std::memory_order_relaxed);
+        r.http3_connections_total = stats.quic.connections_total.load(std::memory_order_relaxed);
+        r.http3_streams = stats.http3.streams.load(std::memory_order_relaxed);
+        r.http3_streams_total = stats.http3.streams_total.load(std::memory_order_relaxed);
+        r.quic_packets_received = stats.quic.packets_received.load(std::memory_order_relaxed);
+        r.quic_packets_sent = stats.quic.packets_sent.load(std::memory_order_relaxed);
+        r.quic_packets_dropped = stats.quic.packets_dropped.load(std::memory_order_relaxed);
+        r.quic_packets_handed_over = stats.quic.handed_over.load(std::memory_order_relaxed);
+        r.quic_retries = stats.quic.retries.load(std::memory_order_relaxed);
+        upstream::UpstreamGauges& gauges = each->fastcgi_gauges();
         r.fastcgi_busy = gauges.busy.load(std::memory_order_relaxed);
         r.fastcgi_idle = gauges.idle.load(std::memory_order_relaxed);
         r.fastcgi_queued = gauges.queued.load(std::memory_order_relaxed);
-        fastcgi::UpstreamGauges& proxy = each->proxy_gauges();
+        r.fastcgi_down = gauges.down.load(std::memory_order_relaxed);
+        r.fastcgi_failures = gauges.failures.load(std::memory_order_relaxed);
+        upstream::UpstreamGauges& proxy = each->proxy_gauges();
         r.proxy_busy = proxy.busy.load(std::memory_order_relaxed);
         r.proxy_idle = proxy.idle.load(std::memory_order_relaxed);
         r.proxy_queued = proxy.queued.load(std::memory_order_relaxed);
         r.proxy_tunnels = proxy.tunnels.load(std::memory_order_relaxed);
+        r.proxy_down = proxy.down.load(std::memory_order_relaxed);
+        r.proxy_failures = proxy.failures.load(std::memory_order_relaxed);
+        add_backends(status, "fastcgi", gauges, now_ms);
+        add_backends(status, "proxy", proxy, now_ms);
         TlsCounters& tls = tls_counters(each->reactor().index());
         r.tls_connections = tls.connections.load(std::memory_order_relaxed);
         r.tls_handshakes = tls.handshakes.load(std::memory_order_relaxed);

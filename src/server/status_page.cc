@@ -56,6 +56,82 @@ void append_per_reactor(std::string& out, const StatusSnapshot& status, const ch
 
 } // namespace
 
+// "up" (no reactor has it out), "down" (every one) or "partly down" (each
+// reactor keeps its own passive and active health).
+const char* backend_state(const StatusSnapshot::Backend& backend) {
+    if (backend.down == 0) return "up";
+    return backend.down >= backend.reactors ? "down" : "partly down";
+}
+
+// "backends": [{"protocol": "fastcgi", "address": "...", "state": "up", ...}]
+void append_backends_json(const StatusSnapshot& status, std::string& out) {
+    out += "\"backends\": [";
+    for (size_t i = 0; i < status.backends.size(); ++i) {
+        const StatusSnapshot::Backend& backend = status.backends[i];
+        out += i ? ", {\"protocol\": \"" : "{\"protocol\": \"";
+        out += backend.protocol;
+        out += "\", \"address\": \"";
+        append_quoted_text(out, backend.address);
+        out += "\", \"state\": \"";
+        out += backend_state(backend);
+        out += "\", ";
+        append_field(out, "reactors_down", backend.down);
+        append_field(out, "in_flight", backend.in_flight);
+        append_field(out, "failures", backend.failures);
+        out += "\"last_check\": ";
+        if (backend.checked) {
+            char ago[32];
+            std::snprintf(ago, sizeof ago, "%.3f", backend.last_check_seconds_ago);
+            out.append("{\"seconds_ago\": ").append(ago);
+            out += backend.last_check_passed ? ", \"passed\": true}" : ", \"passed\": false}";
+        } else {
+            out += "null";
+        }
+        out += '}';
+    }
+    out += "], ";
+}
+
+// lepus_backend_*{protocol="fastcgi",backend="unix:/run/php/a.sock"}.
+void append_backends_prometheus(const StatusSnapshot& status, std::string& out) {
+    using Value = double (*)(const StatusSnapshot::Backend&);
+    Value seconds_ago = [](const StatusSnapshot::Backend& b) { return b.last_check_seconds_ago; };
+    struct Metric {
+        const char* name;
+        const char* type;
+        const char* help;
+        Value value;
+        bool checked_only; // only for backends with active checks (a seconds value)
+    };
+    const Metric metrics[] = {
+        {"lepus_backend_up", "gauge", "1 when no reactor has the backend taken out, else 0.",
+         [](const StatusSnapshot::Backend& b) { return b.down == 0 ? 1.0 : 0.0; }, false},
+        {"lepus_backend_in_flight", "gauge", "Requests the backend is serving.",
+         [](const StatusSnapshot::Backend& b) { return double(b.in_flight); }, false},
+        {"lepus_backend_failures_total", "counter",
+         "Failed connections and health checks of the backend.",
+         [](const StatusSnapshot::Backend& b) { return double(b.failures); }, false},
+        {"lepus_backend_last_check_seconds", "gauge",
+         "Seconds since the backend's last active health check.", seconds_ago, true},
+        {"lepus_backend_last_check_passed", "gauge",
+         "1 when the backend's last active health check passed, else 0.",
+         [](const StatusSnapshot::Backend& b) { return b.last_check_passed ? 1.0 : 0.0; }, true},
+    };
+    for (const Metric& metric : metrics) {
+        append_metric(out, metric.name, metric.type, metric.help);
+        for (const StatusSnapshot::Backend& backend : status.backends) {
+            if (metric.checked_only && !backend.checked) continue;
+            char value[32];
+            std::snprintf(value, sizeof value, metric.value == seconds_ago ? "%.3f" : "%.0f",
+                          metric.value(backend));
+            out.append(metric.name).append("{protocol=\"").append(backend.protocol);
+            out += "\",backend=\"";
+            append_quoted_text(out, backend.address);
+            out.append("\"} ").append(value) += '\n';
+        }
+    }
+}
+
 void render_status_json(const StatusSnapshot& status, std::string& out) {
     char uptime[32];
     std::snprintf(uptime, sizeof uptime, "%.3f", status.uptime_seconds);
@@ -86,6 +162,13 @@ void render_status_json(const StatusSnapshot& status, std::string& out) {
         append_field(out, "idle", r.proxy_idle);
         append_field(out, "queued", r.proxy_queued);
         append_field(out, "tunnels", r.proxy_tunnels, false);
+        // Apart from the connection gauges above, which readers compare whole.
+        out += "}, \"fastcgi_backends\": {";
+        append_field(out, "down", r.fastcgi_down);
+        append_field(out, "failures", r.fastcgi_failures, false);
+        out += "}, \"proxy_backends\": {";
+        append_field(out, "down", r.proxy_down);
+        append_field(out, "failures", r.proxy_failures, false);
         out += "}, \"tls\": {";
         append_field(out, "connections", r.tls_connections);
         append_field(out, "handshakes", r.tls_handshakes);
@@ -96,6 +179,16 @@ void render_status_json(const StatusSnapshot& status, std::string& out) {
         append_field(out, "streams", r.http2_streams);
         append_field(out, "streams_total", r.http2_streams_total);
         append_field(out, "connections_total", r.http2_connections_total, false);
+        out += "}, \"http3\": {";
+        append_field(out, "connections", r.http3_connections);
+        append_field(out, "connections_total", r.http3_connections_total);
+        append_field(out, "streams", r.http3_streams);
+        append_field(out, "streams_total", r.http3_streams_total);
+        append_field(out, "packets_received", r.quic_packets_received);
+        append_field(out, "packets_sent", r.quic_packets_sent);
+        append_field(out, "packets_dropped", r.quic_packets_dropped);
+        append_field(out, "packets_handed_over", r.quic_packets_handed_over);
+        append_field(out, "retries", r.quic_retries, false);
         out += "}}";
     }
     out += "], \"status_codes\": {";
@@ -110,6 +203,7 @@ void render_status_json(const StatusSnapshot& status, std::string& out) {
     append_field(out, "timeout_504", status.fastcgi_504, false);
     out += "}, ";
     append_field(out, "log_lines_dropped", status.log_lines_dropped);
+    append_backends_json(status, out);
     out += "\"limits\": {";
     append_field(out, "entries", status.limit_entries);
     append_field(out, "capacity", status.limit_capacity);
@@ -160,6 +254,11 @@ void render_status_prometheus(const StatusSnapshot& status, std::string& out) {
                    state + "\"} " + std::to_string(status.reactors[i].*field) + "\n";
     append_per_reactor(out, status, "lepus_fastcgi_queued_requests", "gauge",
                        "Requests waiting for a FastCGI backend connection.", &R::fastcgi_queued);
+    append_per_reactor(out, status, "lepus_fastcgi_backends_down", "gauge",
+                       "FastCGI backends taken out (max_fails, or failed health checks).",
+                       &R::fastcgi_down);
+    append_per_reactor(out, status, "lepus_fastcgi_backend_failures_total", "counter",
+                       "Failed FastCGI connections and health checks.", &R::fastcgi_failures);
     append_per_reactor(out, status, "lepus_http2_connections", "gauge", "HTTP/2 connections open.",
                        &R::http2_connections);
     append_per_reactor(out, status, "lepus_http2_connections_total", "counter",
@@ -168,6 +267,22 @@ void render_status_prometheus(const StatusSnapshot& status, std::string& out) {
                        &R::http2_streams);
     append_per_reactor(out, status, "lepus_http2_streams_total", "counter",
                        "HTTP/2 streams opened.", &R::http2_streams_total);
+    append_per_reactor(out, status, "lepus_http3_connections", "gauge",
+                       "QUIC connections open (HTTP/3).", &R::http3_connections);
+    append_per_reactor(out, status, "lepus_http3_connections_total", "counter",
+                       "QUIC connections opened (HTTP/3).", &R::http3_connections_total);
+    append_per_reactor(out, status, "lepus_http3_streams_total", "counter",
+                       "HTTP/3 request streams opened.", &R::http3_streams_total);
+    append_per_reactor(out, status, "lepus_quic_packets_received_total", "counter",
+                       "UDP packets received on quic:// sockets.", &R::quic_packets_received);
+    append_per_reactor(out, status, "lepus_quic_packets_sent_total", "counter",
+                       "UDP packets sent on quic:// sockets.", &R::quic_packets_sent);
+    append_per_reactor(out, status, "lepus_quic_packets_dropped_total", "counter",
+                       "QUIC packets dropped (unusable, or a full socket buffer).",
+                       &R::quic_packets_dropped);
+    append_per_reactor(out, status, "lepus_quic_retries_total", "counter",
+                       "QUIC Retry packets sent (address validation under a handshake flood).",
+                       &R::quic_retries);
     append_metric(out, "lepus_proxy_connections", "gauge",
                   "HTTP backend connections by state, summed over the reactor's backends.");
     const std::pair<const char*, ReactorField> proxy_states[] = {{"busy", &R::proxy_busy},
@@ -181,6 +296,11 @@ void render_status_prometheus(const StatusSnapshot& status, std::string& out) {
     append_per_reactor(out, status, "lepus_proxy_tunnels", "gauge",
                        "HTTP backend connections a 101 made tunnels (out of the pool).",
                        &R::proxy_tunnels);
+    append_per_reactor(out, status, "lepus_proxy_backends_down", "gauge",
+                       "HTTP backends taken out (max_fails, or failed health checks).",
+                       &R::proxy_down);
+    append_per_reactor(out, status, "lepus_proxy_backend_failures_total", "counter",
+                       "Failed HTTP backend connections and health checks.", &R::proxy_failures);
     append_per_reactor(out, status, "lepus_tls_connections_total", "counter",
                        "Connections accepted on TLS listeners.", &R::tls_connections);
     append_per_reactor(out, status, "lepus_tls_handshakes_total", "counter",
@@ -205,6 +325,7 @@ void render_status_prometheus(const StatusSnapshot& status, std::string& out) {
     append_metric(out, "lepus_log_lines_dropped_total", "counter",
                   "Log lines dropped because the disk fell behind.");
     out += "lepus_log_lines_dropped_total " + std::to_string(status.log_lines_dropped) + "\n";
+    append_backends_prometheus(status, out);
     append_metric(out, "lepus_limit_table_entries", "gauge",
                   "Clients the limits remember (entries of the client table in use).");
     out += "lepus_limit_table_entries " + std::to_string(status.limit_entries) + "\n";

@@ -24,6 +24,9 @@ struct TryFiles {
         std::string query; // the fallback's query template ("$query_string", "$args")
         bool has_query = false;
         int status = 0; // "=404": the last candidate answers this status
+        // "$uri/": a folder is looked for; "$uri": a file (nginx decides from
+        // the template, not from the expanded path).
+        bool wants_directory() const { return path.size() > 1 && path.back() == '/'; }
     };
     std::vector<Candidate> candidates; // at least two; only the last may be a status
 

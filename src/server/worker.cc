@@ -35,6 +35,7 @@ Worker::~Worker() {
     // The reactor's loop has ended: nothing can fire any more, and the pools
     // only give their fds back.
     exiting_ = true;
+    quic_endpoints_.clear(); // their exchanges end while the serving set still lives
     serving_.reset();
     retired_.clear();
     delete pending_.exchange(nullptr);
@@ -80,6 +81,18 @@ void Worker::publish_cache_stats() {
         hits += site.files->cache_hits(), misses += site.files->cache_misses();
     stats_.cache_hits.store(hits, std::memory_order_relaxed);
     stats_.cache_misses.store(misses, std::memory_order_relaxed);
+}
+
+QuicEndpoint* Worker::add_quic_endpoint(UniqueFd fd, const QuicTlsContext& tls) {
+    auto endpoint = std::make_unique<QuicEndpoint>(
+        reactor_, std::move(fd), tls,
+        [this](QuicConnection& connection) -> std::unique_ptr<QuicApplication> {
+            return std::make_unique<Http3Engine>(http1_, connection, &stats_.http3);
+        },
+        stats_.quic);
+    if (!endpoint->start()) return nullptr;
+    quic_endpoints_.push_back(std::move(endpoint));
+    return quic_endpoints_.back().get();
 }
 
 } // namespace lepus

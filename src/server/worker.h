@@ -8,7 +8,9 @@
 #include "fastcgi/upstream.h"
 #include "http/http1_engine.h"
 #include "http/http2_engine.h"
+#include "http/http3_engine.h"
 #include "log/async_logger.h"
+#include "net/quic_endpoint.h"
 #include "net/reactor.h"
 #include "net/timer_wheel.h"
 #include "server/client_table.h"
@@ -30,6 +32,8 @@ struct WorkerStats {
     std::atomic<uint64_t> requests{0}, bytes_sent{0};
     PhaseGauges phases; // connections reading and writing
     Http2Gauges http2;  // HTTP/2 connections and streams
+    Http3Gauges http3;  // HTTP/3 streams
+    QuicGauges quic;    // QUIC connections and packets
     std::atomic<uint64_t> cache_hits{0}, cache_misses{0};
     std::array<std::atomic<uint64_t>, 600> responses{}; // by status code
 
@@ -66,9 +70,9 @@ public:
     const Http1Context& http1() const { return http1_; }
     WorkerStats& stats() { return stats_; }
     // FastCGI connections and queue of every pool of this reactor, for the status page.
-    fastcgi::UpstreamGauges& fastcgi_gauges() { return fastcgi_gauges_; }
+    upstream::UpstreamGauges& fastcgi_gauges() { return fastcgi_gauges_; }
     // The same for the reverse proxy's HTTP backend pools.
-    fastcgi::UpstreamGauges& proxy_gauges() { return proxy_gauges_; }
+    upstream::UpstreamGauges& proxy_gauges() { return proxy_gauges_; }
 
     // The current serving set; picks up one handed over by reload() first.
     const std::shared_ptr<ServingSet>& serving() {
@@ -76,12 +80,17 @@ public:
         return serving_;
     }
     // Any thread (SIGHUP; before the reactor runs, the first set): hands over a
-    // new set; the worker takes it at its next request.
+    // new set; the worker takes it at its next request, or at its next turn
+    // (its pools' active health checks start then, with or without traffic).
     void reload(std::unique_ptr<ServingSet> set) {
         delete pending_.exchange(set.release(), std::memory_order_acq_rel);
+        reactor_.post([this] { serving(); });
     }
     // Copies the open-file cache counters of every handler into stats().
     void publish_cache_stats();
+    // Before the reactor runs: serves HTTP/3 on `fd`, this reactor's UDP
+    // socket of a quic:// listener; null when the socket cannot be registered.
+    QuicEndpoint* add_quic_endpoint(UniqueFd fd, const QuicTlsContext& tls);
 
 private:
     static void accept_connection(Reactor& reactor, const AcceptedSocket& socket, void* worker);
@@ -99,13 +108,14 @@ private:
     Http1StatePool states_;
     Router router_;
     Http1Context http1_;
-    fastcgi::UpstreamGauges fastcgi_gauges_; // before the sets: their pools write to it
-    fastcgi::UpstreamGauges proxy_gauges_;
+    upstream::UpstreamGauges fastcgi_gauges_; // before the sets: their pools write to it
+    upstream::UpstreamGauges proxy_gauges_;
     std::shared_ptr<ServingSet> serving_;
     std::atomic<ServingSet*> pending_{nullptr};
     std::vector<std::unique_ptr<ServingSet>> retired_;
     OwnedTimerEntry<Worker> retire_timer_;
     bool exiting_ = false; // ~Worker: the reactor is gone, sets are destroyed at once
+    std::vector<std::unique_ptr<QuicEndpoint>> quic_endpoints_;
 };
 
 } // namespace lepus

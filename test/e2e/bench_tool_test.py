@@ -71,6 +71,18 @@ class BenchToolTest(unittest.TestCase):
     def setUp(self):
         self.out = harness.temp_dir(self, "bench-test")
 
+    def rows_by_test(self):
+        """results.csv's rows, in lists by their test."""
+        by_test = {}
+        with open(os.path.join(self.out, "results.csv")) as f:
+            for row in csv.DictReader(f):
+                by_test.setdefault(row["test"], []).append(row)
+        return by_test
+
+    def assert_served_without_errors(self, row):
+        self.assertGreater(float(row["rps"]), 0, row)
+        self.assertEqual(int(row["failed"]) + int(row["non2xx"]), 0, row)
+
     @unittest.skipUnless(shutil.which("wrk"), "wrk missing (apt-get install wrk)")
     def test_tiny_rounds_against_lepus_before_write_tables_csv_json_and_ratios(self):
         self.assertTrue(os.access(BINARY, os.X_OK), "set LEPUS_BINARY")
@@ -164,18 +176,13 @@ class BenchToolTest(unittest.TestCase):
                            "--idle-connections", "40", "--no-charts", "--out", self.out,
                            "--port-base", str(port)])
         self.assertEqual(result.returncode, 0, result.stderr)
-        with open(os.path.join(self.out, "results.csv")) as f:
-            rows = [row for row in csv.DictReader(f)]
-        by_test = {}
-        for row in rows:
-            by_test.setdefault(row["test"], []).append(row)
+        by_test = self.rows_by_test()
         self.assertEqual(sorted(by_test), ["tls ab", "tls idle 0k", "tls small"])
         for test in ("tls ab", "tls small"):
             self.assertEqual(sorted(row["server"] for row in by_test[test]),
                              ["lepus", "lepus-before"])
             for row in by_test[test]:
-                self.assertGreater(float(row["rps"]), 0, row)
-                self.assertEqual(int(row["failed"]) + int(row["non2xx"]), 0, row)
+                self.assert_served_without_errors(row)
         for row in by_test["tls idle 0k"]:
             self.assertEqual(int(row["idle_held"]), 40, row)
             self.assertEqual(int(row["idle_still_open"]), 40, row)
@@ -193,11 +200,7 @@ class BenchToolTest(unittest.TestCase):
                            "0", "--idle-connections", "30", "--no-charts", "--out", self.out,
                            "--port-base", str(port)])
         self.assertEqual(result.returncode, 0, result.stderr)
-        with open(os.path.join(self.out, "results.csv")) as f:
-            rows = [row for row in csv.DictReader(f)]
-        by_test = {}
-        for row in rows:
-            by_test.setdefault(row["test"], []).append(row)
+        by_test = self.rows_by_test()
         self.assertEqual(sorted(by_test), ["gzip html", "gzip js", "h2 idle 0k", "h2 small",
                                           "h2c small"])
         for row in by_test["h2 idle 0k"]:  # held over HTTP/2, all still open
@@ -207,8 +210,7 @@ class BenchToolTest(unittest.TestCase):
             self.assertEqual(sorted(row["server"] for row in by_test[test]),
                              ["lepus", "lepus-before"])
             for row in by_test[test]:
-                self.assertGreater(float(row["rps"]), 0, row)
-                self.assertEqual(int(row["failed"]) + int(row["non2xx"]), 0, row)
+                self.assert_served_without_errors(row)
                 if size:  # compressed: well under the file's size per response
                     self.assertLess(float(row["mbps"]) * 1e6 / float(row["rps"]), size / 2, row)
 

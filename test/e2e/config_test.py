@@ -8,6 +8,7 @@ import textwrap
 import unittest
 
 import harness
+from client_load import ClientLoad
 from harness import BINARY, Lepus
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -17,6 +18,18 @@ EXAMPLE = os.path.join(HERE, "..", "..", "examples", "lepus.toml")
 def check(path, cwd=None):
     return subprocess.run([BINARY, "-t", "--config", path], capture_output=True, text=True,
                           timeout=30, cwd=cwd)
+
+
+def run_as_nobody(args, cwd):
+    """Runs lepus with `args` as the user nobody (the child drops root first)."""
+    nobody = pwd.getpwnam("nobody")
+
+    def as_nobody():
+        os.setgroups([])
+        os.setgid(nobody.pw_gid)
+        os.setuid(nobody.pw_uid)
+    return subprocess.run([BINARY] + args, capture_output=True, text=True, timeout=30, cwd=cwd,
+                          preexec_fn=as_nobody)
 
 
 class CheckMode(unittest.TestCase):
@@ -81,17 +94,10 @@ class CheckMode(unittest.TestCase):
     @unittest.skipUnless(os.geteuid() == 0, "needs root, to run -t as another user")
     def test_check_by_a_user_who_cannot_switch_users(self):
         # Start-up refuses --user unless started as root; so does -t.
-        nobody = pwd.getpwnam("nobody")
         os.chmod(self.dir, 0o755)
         path = self.write('root = "www"\nuser = "nobody"\n')
         os.chmod(path, 0o644)
-
-        def as_nobody():
-            os.setgroups([])
-            os.setgid(nobody.pw_gid)
-            os.setuid(nobody.pw_uid)
-        result = subprocess.run([BINARY, "-t", "--config", path], capture_output=True, text=True,
-                                timeout=30, cwd=self.dir, preexec_fn=as_nobody)
+        result = run_as_nobody(["-t", "--config", path], cwd=self.dir)
         self.assertEqual(result.returncode, 1, result.stdout)
         self.assertIn("need lepus to start as root", result.stderr)
 
@@ -105,7 +111,6 @@ class CheckMode(unittest.TestCase):
 
     @unittest.skipUnless(os.geteuid() == 0, "needs root, to run -t as another user")
     def test_check_refuses_an_existing_log_file_it_cannot_write(self):
-        nobody = pwd.getpwnam("nobody")
         os.chmod(self.dir, 0o777)
         log = os.path.join(self.dir, "access.log")
         with open(log, "w"):
@@ -113,19 +118,11 @@ class CheckMode(unittest.TestCase):
         os.chmod(log, 0o644)  # root's
         path = self.write('root = "www"\naccess_log = "%s"\n' % log)
         os.chmod(path, 0o644)
-
-        def as_nobody():
-            os.setgroups([])
-            os.setgid(nobody.pw_gid)
-            os.setuid(nobody.pw_uid)
-        result = subprocess.run([BINARY, "-t", "--config", path], capture_output=True, text=True,
-                                timeout=30, cwd=self.dir, preexec_fn=as_nobody)
+        result = run_as_nobody(["-t", "--config", path], cwd=self.dir)
         self.assertEqual(result.returncode, 1, result.stdout)
         self.assertIn("access log '%s' is not writable" % log, result.stderr)
         # Whereas a start by nobody fails the same way.
-        result = subprocess.run([BINARY, "--config", path, "--listen", "127.0.0.1:0"],
-                                capture_output=True, text=True, timeout=30, cwd=self.dir,
-                                preexec_fn=as_nobody)
+        result = run_as_nobody(["--config", path, "--listen", "127.0.0.1:0"], cwd=self.dir)
         self.assertEqual(result.returncode, 1, result.stdout)
 
     @unittest.skipUnless(os.geteuid() == 0, "needs root, to name a --user")
@@ -353,7 +350,6 @@ class Privileges(unittest.TestCase):
 class Reload(unittest.TestCase):
     def test_reload_under_load_drops_nothing_and_bad_config_keeps_serving(self):
         import signal
-        import threading
         import time
         d = harness.temp_dir(self, "reload")
         for version in ("v1", "v2"):
@@ -368,28 +364,13 @@ class Reload(unittest.TestCase):
 
         write_config(os.path.join(d, "v1"))
         server = Lepus(["--config", config, "--threads", "2"])
-        seen, failures, stop = [], [], threading.Event()
+        seen = []
 
-        def client(keepalive):
-            while not stop.is_set():
-                try:
-                    if keepalive:
-                        with server.connect() as s:
-                            for _ in range(20):
-                                s.sendall(b"GET / HTTP/1.1\r\nHost: x.test\r\n\r\n")
-                                from harness import read_response
-                                r = read_response(s)
-                                seen.append(r.body) if r.status == 200 else failures.append(r.status)
-                    else:
-                        r = server.request("GET / HTTP/1.1\r\nHost: x.test\r\nConnection: close\r\n\r\n")
-                        seen.append(r.body) if r.status == 200 else failures.append(r.status)
-                except OSError as e:
-                    failures.append(repr(e))
-
-        threads = [threading.Thread(target=client, args=(k,)) for k in (True, False, True)]
+        def record(r):
+            seen.append(r.body) if r.status == 200 else load.failures.append(r.status)
+        load = ClientLoad(server, "x.test", "/", record, per_connection=20)
         try:
-            for t in threads:
-                t.start()
+            load.start()
             time.sleep(0.5)
             write_config(os.path.join(d, "v2"))
             os.kill(server.proc.pid, signal.SIGHUP)
@@ -398,22 +379,17 @@ class Reload(unittest.TestCase):
                 f.write("[[site]\nbroken")
             os.kill(server.proc.pid, signal.SIGHUP)
             time.sleep(0.5)
-            stop.set()
-            for t in threads:
-                t.join()
-            self.assertEqual(failures, [])
+            load.stop()
+            self.assertEqual(load.failures, [])
             self.assertIn(b"v1", seen)
             self.assertEqual(seen[-1], b"v2")
             self.assertEqual(server.request("GET / HTTP/1.1\r\nHost: x.test\r\n\r\n").body, b"v2")
             # The logger writes its buffer once a second: wait for the line,
             # not a fixed time (it was flaky under load).
-            deadline = time.monotonic() + 10
-            while ("keeping the running" not in server.error_log_text() and
-                   time.monotonic() < deadline):
-                time.sleep(0.1)
+            server.error_lines("keeping the running")
             self.assertIn("keeping the running", server.error_log_text())
         finally:
-            stop.set()
+            load.stop()
             server.stop(self)
 
 

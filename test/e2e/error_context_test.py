@@ -17,7 +17,7 @@ import harness
 
 
 def request_line(server, path):
-    version = "HTTP/1.1" if server.protocol == "h1" else "HTTP/2.0"
+    version = server.http_version
     return 'request: "GET %s %s"' % (path, version)
 
 

@@ -18,6 +18,7 @@ import unittest
 
 import harness
 import phpfpm
+from proxy_test import closed_loop_load
 
 
 def find_responder():
@@ -745,6 +746,44 @@ class CommandLine(unittest.TestCase):
 
 class MisbehavingBackendTcp(MisbehavingBackend):
     TCP = True
+
+
+class FastCgiOverload(unittest.TestCase):
+    """1x, 2x and 3x the load php-fpm can serve (4 children, pool 4, queue 2,
+    100 ms a script: 40/s) from closed-loop clients: at 1x every request is
+    answered 200; beyond pool + queue the rest get a 503 with Retry-After at
+    once (never a client left waiting until it gives up), and the goodput
+    holds at the capacity (at least half of it: the machine is shared)."""
+    POOL, SERVICE_MS = 4, 100
+
+    def test_goodput_held_at_1x_2x_and_3x_with_fast_503s(self):
+        require_php_fpm()
+        fpm = phpfpm.PhpFpm(children=self.POOL)
+        self.addCleanup(fpm.cleanup)
+        server = harness.Lepus(["--fastcgi", fpm.address, "--threads", "1", "--fastcgi-pool",
+                                str(self.POOL), "--fastcgi-queue", "2",
+                                "--fastcgi-queue-timeout", "1s"], access_log=False)
+        populate_site(server)
+        self.addCleanup(server.stop, self)
+        self.assertEqual(get(server.port, "/hello.php").status, 200)
+        capacity = self.POOL * 1000 / self.SERVICE_MS  # requests per second
+        request = (b"GET /slow.php?ms=%d HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n"
+                   % self.SERVICE_MS)
+        for factor in (1, 2, 3):
+            with self.subTest(load="%dx" % factor):
+                seconds = 4
+                outcomes = closed_loop_load(server.port, request, self.POOL * factor, seconds)
+                statuses = [status for status, _ in outcomes]
+                self.assertEqual([o for o in outcomes if o[0] not in (200, 503)], [])
+                self.assertTrue(all(retry == "1" for status, retry in outcomes if status == 503))
+                if factor == 1:
+                    self.assertNotIn(503, statuses)
+                else:
+                    self.assertIn(503, statuses)
+                ok = statuses.count(200)
+                self.assertGreaterEqual(ok / seconds, capacity / 2,
+                                        "200s %d in %d s at %dx" % (ok, seconds, factor))
+        self.assertEqual(get(server.port, "/hello.php").body, b"hello 5050")
 
 
 if __name__ == "__main__":

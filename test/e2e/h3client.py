@@ -119,7 +119,7 @@ if AIOQUIC:
                 if getattr(h3_event, "stream_ended", False):
                     exchange.finish()
 
-        async def request(self, method, authority, path, headers, body):
+        async def request(self, method, authority, path, headers, body, declare_length=True):
             stream_id = self._quic.get_next_available_stream_id()
             exchange = self.exchanges[stream_id] = _Exchange(self._loop)
             if method == "HEAD":
@@ -128,6 +128,12 @@ if AIOQUIC:
             fields = [(b":method", method.encode()), (b":scheme", b"https"),
                       (b":authority", authority.encode()), (b":path", path.encode())]
             fields += [(name.lower().encode(), value.encode()) for name, value in headers]
+            # A body's length goes with the head, as curl and browsers send it
+            # (RFC 9114 §4.1.2 allows it): a server can refuse a too-large body
+            # (413) before any of it arrives.
+            if body is not None and declare_length and not any(name.lower() == "content-length"
+                                             for name, _ in headers):
+                fields.append((b"content-length", str(len(body)).encode()))
             self.http.send_headers(stream_id, fields, end_stream=body is None)
             if body is not None:
                 self.http.send_data(stream_id, body, end_stream=True)
@@ -136,17 +142,41 @@ if AIOQUIC:
             return exchange
 
 
+# RFC 9114 §4.2: connection-specific fields are malformed in HTTP/3; curl
+# leaves them out of an HTTP/2 or HTTP/3 request, and so does this client
+# ("TE: trailers" is the one allowed form).
+CONNECTION_SPECIFIC = {"connection", "keep-alive", "proxy-connection", "transfer-encoding",
+                       "upgrade"}
+
+
 def _split_headers(headers):
-    """("Name: value" lines or (name, value) pairs) -> (authority or None, pairs)."""
-    authority, pairs = None, []
+    """("Name: value" lines or (name, value) pairs) -> (authority or None,
+    pairs, whether the caller asked for a body of unknown length). The lines
+    follow curl's -H syntax: "Name:" with no value sends nothing, "Name;"
+    sends the field empty."""
+    authority, pairs, chunked = None, [], False
     for line in headers or ():
-        name, value = line if isinstance(line, tuple) else line.split(":", 1)
+        if isinstance(line, tuple):
+            name, value = line
+        elif ":" not in line and line.rstrip().endswith(";"):
+            name, value = line.rstrip()[:-1], ""
+        else:
+            name, value = line.split(":", 1)
+            if not value.strip():
+                continue
         name, value = name.strip(), value.strip()
-        if name.lower() == "host":
+        lower = name.lower()
+        if lower == "host":
             authority = value
+        elif lower in CONNECTION_SPECIFIC:
+            # As curl over HTTP/2: a chunked upload is sent with no
+            # Content-Length, its end being the stream's end.
+            chunked |= lower == "transfer-encoding"
+        elif lower == "te" and value.lower() != "trailers":
+            continue
         else:
             pairs.append((name, value))
-    return authority, pairs
+    return authority, pairs, chunked
 
 
 def _response(exchange, method):
@@ -168,7 +198,7 @@ async def _fetch(url, method, headers, body, timeout):
     parts = urllib.parse.urlsplit(url)
     if parts.scheme != "https":
         raise ValueError("h3_fetch needs an https:// URL, not %r" % url)
-    authority, pairs = _split_headers(headers)
+    authority, pairs, chunked = _split_headers(headers)
     path = parts.path or "/"
     if parts.query:
         path += "?" + parts.query
@@ -180,7 +210,8 @@ async def _fetch(url, method, headers, body, timeout):
     async with connect(parts.hostname, parts.port or 443, configuration=configuration,
                        create_protocol=_Protocol, wait_connected=True) as client:
         exchange = await asyncio.wait_for(
-            client.request(method, authority or parts.netloc, path, pairs, body), timeout)
+            client.request(method, authority or parts.netloc, path, pairs, body,
+                           declare_length=not chunked), timeout)
         return _response(exchange, method)
 
 

@@ -102,6 +102,19 @@ def temp_dir(owner=None, name="e2e"):
     return path
 
 
+def wait_until(test, condition, what, timeout=10.0):
+    """Polls condition() until it is true and returns its value; fails `test`
+    (a TestCase), saying `what` it waited for, after `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = condition()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            test.fail("timed out waiting for " + what)
+        time.sleep(0.05)
+
+
 def remove_temp_dir(path):
     """Removes a directory made by temp_dir() with its content; a missing one is fine."""
     shutil.rmtree(path, ignore_errors=True)
@@ -252,6 +265,18 @@ class Lepus:
         lines += list(headers)
         return self.request("\r\n".join(lines) + "\r\n\r\n")
 
+    @property
+    def over_tls(self):
+        """Whether fetch()'s requests arrive over TLS (HTTPS=on, https://):
+        HTTP/2 over TLS and HTTP/3 (QUIC is always TLS 1.3)."""
+        return self.protocol in ("h2", "h3")
+
+    @property
+    def http_version(self):
+        """fetch()'s protocol as the access log and SERVER_PROTOCOL say it."""
+        return {"h1": "HTTP/1.1", "h2": "HTTP/2.0", "h2c": "HTTP/2.0",
+                "h3": "HTTP/3.0"}[self.protocol]
+
     def url(self, path):
         """The URL of `path` on the listener of this server's protocol."""
         if self.protocol == "h3":
@@ -342,6 +367,18 @@ class Lepus:
                 return f.read()
         except FileNotFoundError:
             return ""
+
+    def error_lines(self, *needles, count=1, timeout=10):
+        """The error-log lines holding every one of `needles`, once there are
+        `count` of them (the log is written by a thread of its own), or those
+        there are after `timeout` seconds."""
+        deadline = time.monotonic() + timeout
+        while True:
+            lines = [line for line in self.error_log_text().splitlines()
+                     if all(needle in line for needle in needles)]
+            if len(lines) >= count or time.monotonic() > deadline:
+                return lines
+            time.sleep(0.05)
 
     def access_lines(self):
         with open(self.access_log) as f:

@@ -21,7 +21,8 @@ import time
 import unittest
 
 import harness
-import phpfpm
+import limits_fixture
+from limits_fixture import forwarded_for
 from http2_test import (DATA, END_HEADERS, END_STREAM, HEADERS, PREFACE, WIDE_OPEN, frame,
                         hpack, read_frames, read_streams)
 
@@ -36,20 +37,13 @@ def hold_head(client, host="localhost"):
 class ConnLimits(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        harness.require_binary()
-        cls.dir = harness.temp_dir(cls, name="limits")
-        cls.root = os.path.join(cls.dir, "www")
-        config = os.path.join(cls.dir, "lepus.toml")
-
-        def write_config(address):
-            with open(config, "w") as f:
-                f.write('real_ip_from = ["127.0.0.1"]\nconn_limit = 10\n\n'
-                        '[[site]]\ndefault = true\nroot = "%s"\nfastcgi = "%s"\n\n'
-                        '[[site]]\nserver_names = ["small.test"]\nroot = "%s"\nfastcgi = "%s"\n'
-                        'conn_limit = 2\n' % (cls.root, address, cls.root, address))
-            return ["--config", config, "--h2c", "on"]
-        cls.fpm, cls.server = phpfpm.start_site(cls, write_config, children=2, fastcgi=False,
-                                                root=cls.root, protocol="h1")
+        limits_fixture.site_dir(cls, "limits")
+        limits_fixture.start_behind_proxy(
+            cls, lambda address: 'conn_limit = 10\n\n'
+            '[[site]]\ndefault = true\nroot = "%s"\nfastcgi = "%s"\n\n'
+            '[[site]]\nserver_names = ["small.test"]\nroot = "%s"\nfastcgi = "%s"\n'
+            'conn_limit = 2\n' % (cls.root, address, cls.root, address),
+            args=["--h2c", "on"], protocol="h1")
         cls.server.write("hold.php", HOLD)
         cls.server.write("index.html", "home\n")
 
@@ -63,8 +57,8 @@ class ConnLimits(unittest.TestCase):
         return s
 
     def get(self, client, host="localhost"):
-        return self.server.get("/index.html", ["X-Forwarded-For: " + client, "Host: " + host]
-                               if host != "localhost" else ["X-Forwarded-For: " + client])
+        return self.server.get("/index.html", forwarded_for(client, "Host: " + host)
+                               if host != "localhost" else forwarded_for(client))
 
     def finish(self, s):
         s.sendall(b"hello")
@@ -79,13 +73,7 @@ class ConnLimits(unittest.TestCase):
         self.assertEqual(self.get("203.0.113.50").status, 503)
         self.assertEqual(self.get("203.0.113.51").status, 200)
         # One error-log line for the client's refusals, not one each.
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
-            lines = [line for line in self.server.error_log_text().splitlines()
-                     if "limiting connections" in line and "client: 203.0.113.50," in line]
-            if lines:
-                break
-            time.sleep(0.05)
+        lines = self.server.error_lines("limiting connections", "client: 203.0.113.50,")
         self.assertEqual(len(lines), 1, self.server.error_log_text())
         # Its requests done, the client is served again.
         for s in held:
@@ -97,8 +85,8 @@ class ConnLimits(unittest.TestCase):
 
     def test_a_sites_own_conn_limit_counts_apart(self):
         held = [self.hold("203.0.113.60", "small.test") for _ in range(2)]
-        self.assertEqual(self.server.get("/index.html", [
-            "X-Forwarded-For: 203.0.113.60"]).status, 200)  # the default site: --conn-limit's
+        self.assertEqual(self.server.get("/index.html", forwarded_for("203.0.113.60")).status,
+                         200)  # the default site: --conn-limit's
         refused = self.server.request(
             "GET /index.html HTTP/1.1\r\nHost: small.test\r\nX-Forwarded-For: 203.0.113.60\r\n"
             "Connection: close\r\n\r\n")
@@ -240,31 +228,31 @@ class TableMemory(unittest.TestCase):
 
 
 class CheckConfig(unittest.TestCase):
-    def test_t_refuses_bad_networks_and_rates(self):
+    def check(self, site):
+        """`lepus -t` on a lepus.toml of one [[site]] with a root and then `site`."""
         directory = harness.temp_dir(self, name="limits-check")
         config = os.path.join(directory, "lepus.toml")
         with open(config, "w") as f:
-            f.write('[[site]]\nroot = "%s"\n'
-                    'access = [{ paths = ["/admin/"], allow = ["10.0.0.0/33"], deny = ["::/0"] }]\n'
-                    'limits = [{ paths = ["/login"], rate = "10r/h" }, '
-                    '{ paths = ["/x"], rate = "5r/s", status = 200 }]\n'
-                    'conn_limit = 0\n' % directory)
-        done = subprocess.run([harness.BINARY, "-t", "--config", config], capture_output=True,
+            f.write('[[site]]\nroot = "%s"\n' % directory + site)
+        return subprocess.run([harness.BINARY, "-t", "--config", config], capture_output=True,
                               text=True, timeout=30)
+
+    def test_t_refuses_bad_networks_and_rates(self):
+        done = self.check('access = [{ paths = ["/admin/"], allow = ["10.0.0.0/33"], '
+                          'deny = ["::/0"] }]\n'
+                          'limits = [{ paths = ["/login"], rate = "10r/h" }, '
+                          '{ paths = ["/x"], rate = "5r/s", status = 200 }]\n'
+                          'conn_limit = 0\n')
         self.assertNotEqual(done.returncode, 0)
         self.assertIn("10.0.0.0/33", done.stderr)
         self.assertRegex(done.stderr, r"lepus.toml:4:\d+: 'rate' is requests per second or minute")
         self.assertNotIn("needs a 'rate'", done.stderr)  # one message for one mistake
         self.assertIn("'status' must be a 4xx or 5xx status", done.stderr)
         self.assertIn("'conn_limit' must be a positive whole number", done.stderr)
-        with open(config, "w") as f:
-            f.write('[[site]]\nroot = "%s"\n'
-                    'access = [{ paths = ["/admin/"], allow = ["10.0.0.0/8", "2001:db8::/32"], '
-                    'deny = ["0.0.0.0/0", "::/0"] }]\n'
-                    'limits = [{ paths = ["/login"], rate = "10r/m", burst = 5 }]\n'
-                    'conn_limit = 20\n' % directory)
-        done = subprocess.run([harness.BINARY, "-t", "--config", config], capture_output=True,
-                              text=True, timeout=30)
+        done = self.check('access = [{ paths = ["/admin/"], allow = ["10.0.0.0/8", '
+                          '"2001:db8::/32"], deny = ["0.0.0.0/0", "::/0"] }]\n'
+                          'limits = [{ paths = ["/login"], rate = "10r/m", burst = 5 }]\n'
+                          'conn_limit = 20\n')
         self.assertEqual(done.returncode, 0, done.stderr)
 
 

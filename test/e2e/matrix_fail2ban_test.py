@@ -9,11 +9,12 @@ installs it) the test is skipped, saying so. Needs htpasswd (apache2-utils)."""
 import os
 import shutil
 import subprocess
-import time
 import unittest
 
 import harness
+import limits_fixture
 from auth_test import basic, htpasswd
+from limits_fixture import forwarded_for
 
 FILTER = "/etc/fail2ban/filter.d/nginx-http-auth.conf"
 
@@ -21,32 +22,18 @@ FILTER = "/etc/fail2ban/filter.d/nginx-http-auth.conf"
 class MatrixFail2ban(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        harness.require_binary()
-        cls.dir = harness.temp_dir(cls, name="matrix-fail2ban")
+        limits_fixture.site_dir(cls, "matrix-fail2ban")
         cls.passwords = os.path.join(cls.dir, "htpasswd")
         htpasswd(cls.passwords, "bob", "secret", create=True)
-        config = os.path.join(cls.dir, "lepus.toml")
-        root = os.path.join(cls.dir, "www")
-        with open(config, "w") as f:
-            f.write('real_ip_from = ["127.0.0.1"]\n\n[[site]]\nserver_names = ["example.test"]\n'
-                    'root = "%s"\nauth = [{ paths = ["/admin/"], htpasswd = "%s" }]\n'
-                    % (root, cls.passwords))
-        cls.server = harness.Lepus(["--config", config], root=root)
-        cls.addClassCleanup(cls.server.stop, harness.LepusTestCase._Checker())
+        limits_fixture.start_behind_proxy(
+            cls, lambda _: '\n[[site]]\nserver_names = ["example.test"]\nroot = "%s"\n'
+            'auth = [{ paths = ["/admin/"], htpasswd = "%s" }]\n' % (cls.root, cls.passwords),
+            php=False)
         cls.server.write("admin/index.html", "admin\n")
 
     def attempt(self, client, user, password):
-        return self.server.fetch("/admin/", headers=[
-            "X-Forwarded-For: " + client, "Host: example.test", basic(user, password)]).status
-
-    def auth_lines(self, wanted):
-        deadline = time.monotonic() + 10
-        while True:
-            lines = [line for line in self.server.error_log_text().splitlines()
-                     if ' user "' in line]
-            if len(lines) >= wanted or time.monotonic() > deadline:
-                return lines
-            time.sleep(0.05)
+        return self.server.fetch("/admin/", headers=forwarded_for(
+            client, "Host: example.test", basic(user, password))).status
 
     def test_fail2ban_regex_matches_the_failed_logins(self):
         self.assertEqual(self.attempt("203.0.113.5", "bob", "wrong"), 401)
@@ -56,9 +43,9 @@ class MatrixFail2ban(unittest.TestCase):
         self.assertEqual(self.attempt("198.51.100.3", 'eve" was not found in "x', "x"), 401)
         # Neither a success nor a request without credentials is a failed login.
         self.assertEqual(self.attempt("198.51.100.4", "bob", "secret"), 200)
-        self.assertEqual(self.server.fetch("/admin/", headers=[
-            "X-Forwarded-For: 198.51.100.4"]).status, 401)
-        lines = self.auth_lines(4)
+        self.assertEqual(self.server.fetch("/admin/", headers=forwarded_for(
+            "198.51.100.4")).status, 401)
+        lines = self.server.error_lines(' user "', count=4)
         self.assertEqual(len(lines), 4, lines)
         self.assertIn('user "bob": password mismatch, client: 203.0.113.5, server: example.test, '
                       'request: "GET /admin/ HTTP/', lines[0])

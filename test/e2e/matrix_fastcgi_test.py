@@ -53,11 +53,11 @@ class MatrixFastCgi(unittest.TestCase):
         self.assertEqual(env["SCRIPT_FILENAME"], os.path.join(root, "env.php"))
         self.assertEqual(env["DOCUMENT_ROOT"], root)
         self.assertEqual(env["SERVER_PROTOCOL"],
-                         "HTTP/1.1" if self.server.protocol == "h1" else "HTTP/2.0")
+                         self.server.http_version)
         self.assertEqual(env["HTTP_HOST"], "localhost")
         self.assertEqual(env["HTTP_X_THING"], "42")
         self.assertEqual(env["REMOTE_ADDR"], "127.0.0.1")
-        tls = self.server.protocol == "h2"
+        tls = self.server.over_tls
         self.assertEqual(env["SERVER_PORT"], str(self.server.tls_port if tls else self.server.port))
         self.assertEqual(env.get("HTTPS"), "on" if tls else None)
         self.assertEqual(env["GATEWAY_INTERFACE"], "CGI/1.1")

@@ -9,62 +9,50 @@ clients, IPv4 and IPv6, as a load balancer in front of lepus would.
 limits_test.py has what is about connections: --conn-limit and conn_limit
 over HTTP/1.1 connections and HTTP/2 streams, the table's memory bound under
 a million addresses, and `lepus -t`. Needs php-fpm."""
+import hashlib
 import json
-import os
 import re
 import threading
 import time
 import unittest
 
 import harness
-import phpfpm
+import limits_fixture
+from limits_fixture import forwarded_for
 
+BODY_MD5 = "<?php echo md5(file_get_contents('php://input'));\n"
 LOGIN = "<?php echo 'login ', $_SERVER['REMOTE_ADDR'], ' ', strlen(file_get_contents('php://input'));\n"
 
 
 class MatrixLimits(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        harness.require_binary()
-        cls.dir = harness.temp_dir(cls, name="matrix-limits")
-        cls.root = os.path.join(cls.dir, "www")
-        config = os.path.join(cls.dir, "lepus.toml")
+        limits_fixture.site_dir(cls, "matrix-limits")
 
-        def write_config(address):
-            with open(config, "w") as f:
-                f.write('real_ip_from = ["127.0.0.1"]\nstatus_path = "/_status"\n\n'
-                        '[[site]]\nserver_names = ["limited.test"]\ndefault = true\n'
-                        'root = "%s"\nfastcgi = "%s"\n' % (cls.root, address))
-                # 1r/m: no request leaks out of the bucket while a test runs.
-                f.write('limits = [{ paths = ["/wp-login.php"], rate = "1r/m", burst = 5, '
-                        'nodelay = true },\n'
-                        '  { paths = ["/slow/"], rate = "2r/s", burst = 3 },\n'
-                        '  { paths = ["/busy/"], rate = "1r/m", status = 503 }]\n')
-                f.write('access = [{ paths = ["/admin/"], allow = ["10.0.0.0/8", '
-                        '"2001:db8:a::/48"], deny = ["0.0.0.0/0", "::/0"] },\n'
-                        '  { paths = ["/admin/public/"], allow = ["::/0", "0.0.0.0/0"] },\n'
-                        '  { paths = ["/office/"], deny = ["192.0.2.0/24", "2001:db8:bad::/48"] }]\n')
-            return ["--config", config]
-        cls.fpm, cls.server = phpfpm.start_site(cls, write_config, children=2, fastcgi=False,
-                                                root=cls.root)
+        def config(address):
+            # 1r/m: no request leaks out of the bucket while a test runs.
+            return ('status_path = "/_status"\n\n'
+                    '[[site]]\nserver_names = ["limited.test"]\ndefault = true\n'
+                    'root = "%s"\nfastcgi = "%s"\n' % (cls.root, address) +
+                    'limits = [{ paths = ["/wp-login.php"], rate = "1r/m", burst = 5, '
+                    'nodelay = true },\n'
+                    '  { paths = ["/slow/"], rate = "2r/s", burst = 3 },\n'
+                    '  { paths = ["/held/"], rate = "2r/s", burst = 1 },\n'
+                    '  { paths = ["/busy/"], rate = "1r/m", status = 503 }]\n'
+                    'access = [{ paths = ["/admin/"], allow = ["10.0.0.0/8", '
+                    '"2001:db8:a::/48"], deny = ["0.0.0.0/0", "::/0"] },\n'
+                    '  { paths = ["/admin/public/"], allow = ["::/0", "0.0.0.0/0"] },\n'
+                    '  { paths = ["/office/"], deny = ["192.0.2.0/24", "2001:db8:bad::/48"] }]\n')
+        limits_fixture.start_behind_proxy(cls, config)
         for name, content in (("index.html", "home\n"), ("wp-login.php", LOGIN),
+                              ("held/body.php", BODY_MD5),
                               ("slow/page.txt", "slow page\n"), ("busy/page.txt", "busy\n"),
                               ("admin/index.html", "admin\n"), ("admin/public/logo.txt", "logo\n"),
                               ("office/index.html", "office\n")):
             cls.server.write(name, content)
 
     def fetch(self, path, client, **kwargs):
-        return self.server.fetch(path, headers=["X-Forwarded-For: " + client], **kwargs)
-
-    def error_lines(self, needle):
-        """The error-log lines with `needle`, once there are some (the log is
-        written by a thread of its own), or none after 10 s."""
-        deadline = time.monotonic() + 10
-        while True:
-            lines = [line for line in self.server.error_log_text().splitlines() if needle in line]
-            if lines or time.monotonic() > deadline:
-                return lines
-            time.sleep(0.05)
+        return self.server.fetch(path, headers=forwarded_for(client), **kwargs)
 
     def test_a_burst_of_login_posts_gets_the_burst_through_and_429_for_the_rest(self):
         statuses = []
@@ -86,7 +74,7 @@ class MatrixLimits(unittest.TestCase):
                                     body="x").status, 200)
         self.assertEqual(self.fetch("/index.html", "203.0.113.10").status, 200)
         # One error-log line for the 94 refusals, not one each.
-        lines = self.error_lines("client: 203.0.113.10,")
+        lines = self.server.error_lines("client: 203.0.113.10,")
         self.assertEqual(len(lines), 1, lines)
         self.assertIn("limiting requests", lines[0])
         self.assertIn('request: "POST /wp-login.php', lines[0])
@@ -111,6 +99,19 @@ class MatrixLimits(unittest.TestCase):
         self.assertLessEqual(status["limits"]["entries"], status["limits"]["capacity"])
         prometheus = self.server.fetch("/_status?format=prometheus").body.decode()
         self.assertRegex(prometheus, r'lepus_limited_requests_total\{site="limited.test"\} \d+')
+
+    def test_a_post_body_held_through_a_delay_reaches_php(self):
+        # The second request waits 500 ms for the bucket while its whole body
+        # (within HTTP/2's stream window) arrives and is held; when the wait
+        # is over the body and its end are offered at once, and the stream
+        # must then be polled to open its backend connection and send them
+        # (over HTTP/2 it once never was: the request hung).
+        body = b"q" * 150000
+        for i in range(2):
+            response = self.fetch("/held/body.php?%d" % i, "198.51.100.40", method="POST",
+                                  body=body)
+            self.assertEqual((response.status, response.body),
+                             (200, hashlib.md5(body).hexdigest().encode()))
 
     def test_a_burst_without_nodelay_is_delayed_then_served(self):
         # 2r/s with a burst of 3: the first request at once, the next three
@@ -156,7 +157,7 @@ class MatrixLimits(unittest.TestCase):
             self.assertEqual(self.fetch("/office/", client).status, status, client)
         # Paths no rule covers are open to everyone.
         self.assertEqual(self.fetch("/index.html", "192.168.7.7").status, 200)
-        lines = self.error_lines("access forbidden by rule, client: 2001:db8:b::5,")
+        lines = self.server.error_lines("access forbidden by rule, client: 2001:db8:b::5,")
         self.assertTrue(lines, self.server.error_log_text())
 
     def test_a_forwarded_chain_is_judged_by_its_nearest_untrusted_hop(self):

@@ -16,52 +16,35 @@ request through harness.Lepus.fetch() over HTTP/1.1, HTTP/2 over TLS and h2c
 - try_files: a location's replace the site's, among the location's own
   files when it has a root.
 """
-import http.server
 import json
 import os
-import socketserver
 import textwrap
 import threading
 import unittest
 
 import harness
+import http_backend
 from auth_test import basic, htpasswd
 
 
-class Handler(http.server.BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-
-    def log_message(self, *args):
-        pass
-
+class Handler(http_backend.Handler):
     def do_GET(self):
         if self.path.startswith("/api/hold"):
             # Held until the test lets it go (bounded): a request in progress.
             self.server.held.set()
             self.server.release.wait(20)
         body = json.dumps({"path": self.path, "host": self.headers.get("Host")}).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("X-Backend", "yes")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
+        self.send_body(body, "application/json", [("X-Backend", "yes")])
 
 
-class Backend(socketserver.ThreadingMixIn, http.server.HTTPServer):
-    daemon_threads = True
-
+class Backend(http_backend.HttpBackend):
     def __init__(self):
-        http.server.HTTPServer.__init__(self, ("127.0.0.1", 0), Handler)
-        self.address = "http://127.0.0.1:%d" % self.server_address[1]
         self.held, self.release = threading.Event(), threading.Event()
-        self.thread = threading.Thread(target=self.serve_forever, daemon=True)
-        self.thread.start()
+        http_backend.HttpBackend.__init__(self, Handler)
 
     def stop(self):
         self.release.set()
-        self.shutdown()
-        self.server_close()
+        http_backend.HttpBackend.stop(self)
 
 
 class MatrixLocations(unittest.TestCase):
@@ -178,7 +161,10 @@ class MatrixLocations(unittest.TestCase):
         # The decoded path is the location's too.
         self.assertEqual(self.fetch("open.test", "/%61dmin/").status, 401)
         self.assertEqual(self.fetch("open.test", "/admin/", basic("bob", "wrong")).status, 401)
-        self.assert_body("open.test", "/admin/", 200, b"admin\n", basic("bob", "secret"))
+        # The file: the site's try_files "$uri" is a file test (nginx's), so
+        # "/admin/" itself would go to its fallback.
+        self.assert_body("open.test", "/admin/index.html", 200, b"admin\n",
+                         basic("bob", "secret"))
         self.assert_body("open.test", "/index.html", 200, b"home\n")
 
     def test_a_location_opens_a_part_of_a_closed_site(self):

@@ -255,7 +255,10 @@ class MatrixMigrating(unittest.TestCase):
     def row(self):
         protocol = self.server.protocol
         return {"h1": ("HTTP/1.1", "", "", "http"), "h2": ("HTTP/2.0", "TLSv1.3", "h2", "https"),
-                "h2c": ("HTTP/2.0", "", "h2c", "http")}[protocol]
+                "h2c": ("HTTP/2.0", "", "h2c", "http"),
+                # nginx's $http2 is empty over HTTP/3 (it has $http3 for that);
+                # QUIC's handshake is TLS 1.3.
+                "h3": ("HTTP/3.0", "TLSv1.3", "", "https")}[protocol]
 
     def test_a_format_text_names_nginx_variables(self):
         version, tls, http2, scheme = self.row()

@@ -238,8 +238,8 @@ class MatrixSites(unittest.TestCase):
     def test_https_redirect_on_plain_requests_and_none_over_tls(self):
         response = self.fetch("secure.test:8080", "/private/x?a=1&b=2")
         self.assertEqual(response.header("strict-transport-security"), "max-age=60")
-        if self.server.protocol == "h2":
-            # The request came over TLS already: redirecting it would loop
+        if self.server.over_tls:
+            # The request came over TLS (HTTP/2 over TLS, or HTTP/3) already: redirecting it would loop
             # (router.cc skips secure connections). The site is served as it is.
             self.assertEqual((response.status, response.body), (200, b"secret file"))
             return

@@ -67,7 +67,7 @@ class Matrix(unittest.TestCase):
         self.assertIn(b"REQUEST_URI=/vars.php?a=1\n", response.body)
         self.assertIn(b"QUERY_STRING=a=1\n", response.body)
         self.assertIn(b"REMOTE_ADDR=127.0.0.1\n", response.body)
-        self.assertIn(b"HTTPS=" + (b"on" if self.server.protocol == "h2" else b"NULL"),
+        self.assertIn(b"HTTPS=" + (b"on" if self.server.protocol in ("h2", "h3") else b"NULL"),
                       response.body)
 
     def test_a_script_reads_the_request_body(self):

@@ -215,7 +215,7 @@ class ProxyFilters(unittest.TestCase):
             seen.setdefault(name.lower(), []).append(value)
         self.assertFalse([name for name in seen if "_" in name], seen)
         self.assertEqual(seen["x-kept"], ["yes"])
-        proto = "https" if self.server.protocol == "h2" else "http"
+        proto = "https" if self.server.over_tls else "http"
         self.assertEqual(seen["x-forwarded-proto"], [proto])
         self.assertNotIn("evil.test", json.dumps(seen))
         self.assertNotIn("10.9.8.7", json.dumps(seen))

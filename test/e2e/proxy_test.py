@@ -724,42 +724,47 @@ class ProxyBackends(unittest.TestCase):
         wait_for_log(self, server, "no connection within --proxy-connect-timeout")
 
 
+def closed_loop_load(port, request, clients, seconds):
+    """`clients` threads each send `request` (bytes, Connection: close) on a
+    fresh connection, one at a time, for `seconds`, giving up on an answer
+    after 2 s and pausing 200 ms after a 503 (as its Retry-After asks).
+    Returns the outcomes that ended in time: (status or "gave up" or
+    "error ...", Retry-After)."""
+    results, lock, stop = [], threading.Lock(), threading.Event()
+
+    def client():
+        while not stop.is_set():
+            try:
+                with socket.create_connection(("127.0.0.1", port), timeout=2) as s:
+                    s.sendall(request)
+                    r = read_response(s)
+                    outcome = (r.status, r.header("retry-after"))
+            except socket.timeout:
+                outcome = ("gave up", None)
+            except (ConnectionError, OSError) as e:
+                outcome = ("error " + repr(e), None)
+            with lock:
+                results.append((time.monotonic(), outcome))
+            if outcome[0] == 503:
+                stop.wait(0.2)
+
+    threads = [threading.Thread(target=client, daemon=True) for _ in range(clients)]
+    start = time.monotonic()
+    for t in threads:
+        t.start()
+    time.sleep(seconds)
+    stop.set()
+    for t in threads:
+        t.join(timeout=30)
+    return [o for t, o in results if t <= start + seconds]
+
+
 class ProxyOverload(unittest.TestCase):
     """2x and 3x the load the backend can serve (pool 4, 100 ms a request: 40/s)
     from clients that give up after 2 s: every request ends (200, or 503 with
     Retry-After, or the client's own timeout while queued), the backend keeps
     serving at its capacity, and nothing leaks."""
     POOL, SERVICE_MS = 4, 100
-
-    def run_load(self, server, clients, seconds):
-        results, lock, stop = [], threading.Lock(), threading.Event()
-
-        def client():
-            while not stop.is_set():
-                try:
-                    with socket.create_connection(("127.0.0.1", server.port), timeout=2) as s:
-                        s.sendall(b"GET /o?mode=slow&ms=%d HTTP/1.1\r\nHost: h\r\n"
-                                  b"Connection: close\r\n\r\n" % self.SERVICE_MS)
-                        r = read_response(s)
-                        outcome = (r.status, r.header("retry-after"))
-                except socket.timeout:
-                    outcome = ("gave up", None)
-                except (ConnectionError, OSError) as e:
-                    outcome = ("error " + repr(e), None)
-                with lock:
-                    results.append((time.monotonic(), outcome))
-                if outcome[0] == 503:
-                    stop.wait(0.2)
-
-        threads = [threading.Thread(target=client, daemon=True) for _ in range(clients)]
-        start = time.monotonic()
-        for t in threads:
-            t.start()
-        time.sleep(seconds)
-        stop.set()
-        for t in threads:
-            t.join(timeout=30)
-        return [o for t, o in results if t <= start + seconds], seconds
 
     def test_goodput_held_at_2x_and_3x(self):
         backend = Backend()
@@ -775,7 +780,10 @@ class ProxyOverload(unittest.TestCase):
             with self.subTest(load="%dx" % factor):
                 # A closed loop: each client holds one request at a time.
                 clients = self.POOL * factor
-                outcomes, seconds = self.run_load(server, clients * 2, 4)
+                seconds = 4
+                outcomes = closed_loop_load(
+                    server.port, b"GET /o?mode=slow&ms=%d HTTP/1.1\r\nHost: h\r\n"
+                    b"Connection: close\r\n\r\n" % self.SERVICE_MS, clients * 2, seconds)
                 statuses = [s for s, _ in outcomes]
                 ok = statuses.count(200)
                 bad = [o for o in outcomes if o[0] not in (200, 503, "gave up")]

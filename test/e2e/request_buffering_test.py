@@ -21,20 +21,18 @@ streams as before: there the slow POSTs hold both connections and the GET gets
 the queue's 503.
 """
 import hashlib
-import http.server
 import os
 import select
 import shutil
 import socket
-import socketserver
 import ssl
 import struct
 import textwrap
-import threading
 import time
 import unittest
 
 import harness
+import http_backend
 import phpfpm
 
 ANNOUNCED = 100000
@@ -270,6 +268,24 @@ class Trickles:
             s.close()
 
 
+def assert_gets_pass_slow_posts(test, post_path, host, get_path, headers, gets, body):
+    """While SlowPosts to `post_path` on Host `host` are open, each with 3 of
+    its 100,000 bytes sent, `gets` GETs of `get_path` (more than the backend
+    has connections) are answered with `body`; then the slow POSTs finish."""
+    slow = SlowPosts(test.server, post_path, host, http2=http2_run())
+    try:
+        for _ in range(gets):
+            try:
+                r = test.server.fetch(get_path, headers, timeout=5)
+            except ConnectionError as e:
+                test.fail("the GET was not answered while the slow POSTs wait: %s" % e)
+            test.assertEqual(r.status, 200, r.body[:300])
+            test.assertEqual(r.body, body)
+        slow.finish_h1(test)
+    finally:
+        slow.close()
+
+
 def assert_trickles_cut_off(test, server, post_path, get_path, host):
     """Two POSTs to `post_path` that send a byte every 0.5 s, to a server
     whose pool has 2 connections, `request_buffering = false` and a 2 s body
@@ -331,19 +347,9 @@ class PhpBuffering(unittest.TestCase):
                 "--compress", "off"] + list(extra)
 
     def test_slow_posts_do_not_hold_php(self):
-        slow = SlowPosts(self.server, "/echo.php", "www.test", http2=http2_run())
-        try:
-            # Every slow POST is open, each with 3 of its 100,000 bytes sent.
-            for _ in range(2):  # more requests than php-fpm children
-                try:
-                    r = self.server.fetch("/hello.php", ["Host: www.test"], timeout=5)
-                except ConnectionError as e:
-                    self.fail("the GET was not answered while the slow POSTs wait: %s" % e)
-                self.assertEqual(r.status, 200, r.body[:300])
-                self.assertEqual(r.body, b"hello from www.test\n")
-            slow.finish_h1(self)
-        finally:
-            slow.close()
+        # Two GETs: more requests than php-fpm children.
+        assert_gets_pass_slow_posts(self, "/echo.php", "www.test", "/hello.php",
+                                    ["Host: www.test"], 2, b"hello from www.test\n")
 
     def test_without_buffering_a_slow_post_holds_php_as_before(self):
         # request_buffering = false: the body streams to php-fpm, so the two
@@ -479,41 +485,21 @@ class PhpBuffering(unittest.TestCase):
 # --- an HTTP backend ----------------------------------------------------------------------
 
 
-class Handler(http.server.BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-
-    def log_message(self, *args):
-        pass
-
+class Handler(http_backend.Handler):
     def do_GET(self):
-        self.answer(b"hello from the backend\n")
+        self.send_body(b"hello from the backend\n", "text/plain")
 
     def do_POST(self):
         length = int(self.headers.get("Content-Length", "0"))
-        self.answer(digest(self.rfile.read(length)))
-
-    def answer(self, body):
-        self.send_response(200)
-        self.send_header("Content-Type", "text/plain")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
+        self.send_body(digest(self.rfile.read(length)), "text/plain")
 
 
-class Backend(socketserver.ThreadingMixIn, http.server.HTTPServer):
-    daemon_threads = True
-
+class Backend(http_backend.HttpBackend):
     def __init__(self):
-        http.server.HTTPServer.__init__(self, ("127.0.0.1", 0), Handler)
-        self.address = "http://127.0.0.1:%d" % self.server_address[1]
-        threading.Thread(target=self.serve_forever, daemon=True).start()
+        http_backend.HttpBackend.__init__(self, Handler)
 
     def handle_error(self, request, client_address):
         pass  # a test's client left mid-body
-
-    def stop(self):
-        self.shutdown()
-        self.server_close()
 
 
 class ProxyBuffering(unittest.TestCase):
@@ -529,18 +515,9 @@ class ProxyBuffering(unittest.TestCase):
         cls.addClassCleanup(cls.server.stop, harness.LepusTestCase._Checker())
 
     def test_slow_posts_do_not_empty_the_pool(self):
-        slow = SlowPosts(self.server, "/echo", "localhost", http2=http2_run())
-        try:
-            for _ in range(3):  # more requests than pooled connections
-                try:
-                    r = self.server.fetch("/hello", timeout=5)
-                except ConnectionError as e:
-                    self.fail("the GET was not answered while the slow POSTs wait: %s" % e)
-                self.assertEqual(r.status, 200, r.body[:300])
-                self.assertEqual(r.body, b"hello from the backend\n")
-            slow.finish_h1(self)
-        finally:
-            slow.close()
+        # Three GETs: more requests than pooled connections.
+        assert_gets_pass_slow_posts(self, "/echo", "localhost", "/hello", [], 3,
+                                    b"hello from the backend\n")
 
     def test_without_buffering_a_trickled_body_is_cut_off_at_the_minimum_rate(self):
         # As through php-fpm: a byte every 0.5 s held both pool connections.

@@ -97,7 +97,7 @@ class RequestModel(unittest.TestCase):
             cls.fpm.cleanup()
 
     def expected_protocol(self):
-        return "HTTP/1.1" if harness.PROTOCOL == "h1" else "HTTP/2.0"
+        return self.scripts.http_version
 
     def access_client(self, server, target):
         """The client address of the access-log line of `target` (the logger writes
@@ -159,7 +159,7 @@ class RequestModel(unittest.TestCase):
             # $proxy_add_x_forwarded_for after real_ip).
             self.assertIn("X-Forwarded-For: %s, %s" % (client, client), lines)
             forwarded = "Forwarded: for=%s;proto=%s;" % (
-                client, "https" if harness.PROTOCOL == "h2" else "http")
+                client, "https" if self.proxy.over_tls else "http")
             self.assertTrue(any(line.startswith(forwarded) for line in lines), lines)
             self.assertEqual(self.access_client(self.proxy, target), client)
 

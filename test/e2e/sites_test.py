@@ -10,13 +10,13 @@ import signal
 import socket
 import textwrap
 import threading
-import time
 import unittest
 
 import harness
 import phpfpm
+from client_load import ClientLoad
 from fastcgi_test import Responder, find_responder
-from harness import Lepus
+from harness import Lepus, wait_until
 
 PAGE_404 = b"<html><body>custom 404 of a.test</body></html>\n"
 PAGE_405 = b"no such method here\n"
@@ -27,18 +27,6 @@ def write_file(path, content):
     os.makedirs(os.path.dirname(path), exist_ok=True)
     with open(path, "wb") as f:
         f.write(content if isinstance(content, bytes) else content.encode())
-
-
-def wait_until(test, condition, what, timeout=10.0):
-    """Polls condition() until it is true; fails the test after timeout seconds."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = condition()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            test.fail("timed out waiting for " + what)
-        time.sleep(0.05)
 
 
 def ask(port, host, path, method="GET", headers=(), keep=False):
@@ -393,7 +381,7 @@ class FastCgiReload(unittest.TestCase):
 
         config(old.address)
         server = Lepus(["--config", sites.config, "--threads", "2"])
-        answers, failures, stop = [], [], threading.Event()
+        answers = []
 
         def backend_of(r):
             if r.status != 200:
@@ -401,23 +389,10 @@ class FastCgiReload(unittest.TestCase):
             return "php-fpm" if r.body == b"php-fpm" else "responder" if b"params" in r.body \
                 else "unknown %r" % r.body[:50]
 
-        def client(keepalive):
-            while not stop.is_set():
-                try:
-                    if keepalive:
-                        with server.connect() as s:
-                            for _ in range(10):
-                                s.sendall(b"GET /who.php HTTP/1.1\r\nHost: x.test\r\n\r\n")
-                                answers.append(backend_of(harness.read_response(s)))
-                    else:
-                        answers.append(backend_of(ask(server.port, "x.test", "/who.php")))
-                except OSError as e:
-                    failures.append(repr(e))
-
-        threads = [threading.Thread(target=client, args=(k,)) for k in (True, False, True)]
+        load = ClientLoad(server, "x.test", "/who.php",
+                                  lambda r: answers.append(backend_of(r)), per_connection=10)
         try:
-            for t in threads:
-                t.start()
+            load.start()
             wait_until(self, lambda: answers.count("responder") >= 20, "answers from the old backend")
             config(fpm.address)
             os.kill(server.proc.pid, signal.SIGHUP)
@@ -426,10 +401,8 @@ class FastCgiReload(unittest.TestCase):
             mark = len(answers)
             wait_until(self, lambda: answers[mark:].count("php-fpm") >= 20,
                        "answers from the new backend", timeout=20)
-            stop.set()
-            for t in threads:
-                t.join()
-            self.assertEqual(failures, [])
+            load.stop()
+            self.assertEqual(load.failures, [])
             bad = [a for a in answers if a not in ("responder", "php-fpm")]
             self.assertEqual(bad, [])
             # Requests started after the switch all went to the new backend.
@@ -445,9 +418,7 @@ class FastCgiReload(unittest.TestCase):
 
             wait_until(self, old_connections_gone, "the old backend connections to close")
         finally:
-            stop.set()
-            for t in threads:
-                t.join()
+            load.stop()
             server.stop(self)
 
 

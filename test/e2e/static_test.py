@@ -275,7 +275,7 @@ class StaticFiles(LepusTestCase):
             (b"GET / HTTP/1.1\r\nHost: a\r\n folded\r\n\r\n", 400),      # obs-fold
             (b"GET / HTTP/1.1\r\nHost: a\rX: y\r\n\r\n", 400),           # bare CR
             (b"GET / HTTP/1.1\r\nHost: a\r\nX: a\x00b\r\n\r\n", 400),    # NUL
-            (b"BREW / HTTP/1.1\r\nHost: a\r\n\r\n", 501),                # unknown method
+            (b"BR(EW / HTTP/1.1\r\nHost: a\r\n\r\n", 400),               # no method token
             (b"GET / HTTP/2.0\r\nHost: a\r\n\r\n", 505),
             # RFC 9112 §6.3: chunked must be the final coding (400); an unknown coding is 501.
             (b"POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: gzip\r\n\r\n", 400),
@@ -292,6 +292,10 @@ class StaticFiles(LepusTestCase):
             self.assertEqual(r.status, status, raw[:60])
             self.assertEqual(r.header("connection"), "close", raw[:60])
             self.assertIn(str(status).encode(), r.body)
+        # RFC 9110 §9.1: a method lepus does not know is a method (a backend's,
+        # issue 37); with files only, nothing implements it: 501, from the files.
+        r = self.server.request(b"BREW / HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n")
+        self.assertEqual(r.status, 501)
 
     def test_error_closes_the_connection(self):
         self.http1_only("Content-Length with chunked, then the close")
@@ -352,7 +356,7 @@ class StaticFiles(LepusTestCase):
 
     def test_access_log_in_combined_format(self):
         self.get("/hello.txt?q=1", "User-Agent: tester/1.0", "Referer: http://r/")
-        version = "1\\.1" if self.server.protocol == "h1" else "2\\.0"
+        version = re.escape(self.server.http_version[len("HTTP/"):])
         pattern = re.compile(r'^127\.0\.0\.1 - - \[\d\d/\w{3}/\d{4}:\d\d:\d\d:\d\d [+-]\d{4}\] '
                              r'"GET /hello\.txt\?q=1 HTTP/%s" 200 13 "http://r/" "tester/1\.0"$'
                              % version)

@@ -99,7 +99,7 @@ class XAccel(unittest.TestCase):
         status, _, body = fetch(self.server, "GET", "/download.php?key=wrong")
         self.assertEqual((status, body), (403, b"no key\n"))
         # The access log has the answer the client got.
-        version = "1.1" if self.server.protocol == "h1" else "2.0"
+        version = self.server.http_version[len("HTTP/"):]
         self.assertTrue(wait_for(lambda: any('"GET /download.php?key=secret HTTP/%s" 200 %d'
                                              % (version, len(self.report)) in line
                                              for line in self.server.access_lines())))

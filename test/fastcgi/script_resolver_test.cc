@@ -1,5 +1,4 @@
-// ScriptResolver on a real directory tree, and parse_backend_address.
-#include "fastcgi/backend_address.h"
+// ScriptResolver on a real directory tree.
 #include "fastcgi/script_resolver.h"
 #include "support/temp_dir.h"
 
@@ -81,6 +80,48 @@ TEST_F(ScriptResolverTest, PathInfoAndEncodedPath) {
     EXPECT_EQ(resolver_->script_name(), "/info.php");
 }
 
+// nginx's fastcgi_split_path_info ^(.+?\.php)(/.*)$ splits a path that ends in
+// "/" too: Nextcloud's WebDAV folders are /remote.php/dav/files/USER/.
+TEST_F(ScriptResolverTest, PathInfoEndingInSlashIsSplit) {
+    for (uint64_t now_ms : {uint64_t{0}, uint64_t{5000}, uint64_t{5001}}) {
+        ASSERT_EQ(route("/info.php/a/", now_ms), RouteKind::Script);
+        EXPECT_EQ(resolver_->script_name(), "/info.php");
+        EXPECT_EQ(resolver_->path_info(), "/a/");
+    }
+    ASSERT_EQ(route("/info.php/"), RouteKind::Script);
+    EXPECT_EQ(resolver_->path_info(), "/");
+    ASSERT_EQ(route("/app/index.php/dav/files/admin/"), RouteKind::Script);
+    EXPECT_EQ(resolver_->script_name(), "/app/index.php");
+    EXPECT_EQ(resolver_->path_info(), "/dav/files/admin/");
+    // A folder named like a script stays a folder; a missing script is no
+    // script (the files answer 404); a refused one is refused.
+    EXPECT_EQ(route("/dir.php/"), RouteKind::Static);
+    EXPECT_EQ(route("/uploads/evil.jpg/x.php/a/"), RouteKind::Static);
+    EXPECT_EQ(route("/missing.php/a/"), RouteKind::Static);
+    EXPECT_EQ(route("/escape.php/a/"), RouteKind::Error);
+    EXPECT_EQ(resolver_->status(), 403);
+    // The folder rule still holds for folders.
+    ASSERT_EQ(route("/app/"), RouteKind::Script);
+    EXPECT_EQ(resolver_->script_name(), "/app/index.php");
+    EXPECT_EQ(resolver_->path_info(), "");
+}
+
+// try_files counts "/info.php/a" as found (nginx's `location ~ \.php(/|$)`).
+TEST_F(ScriptResolverTest, ScriptWithPathInfoForTryFiles) {
+    route("/"); // creates the resolver
+    EXPECT_EQ(resolver_->script_with_path_info("/info.php/a"), RouteKind::Script);
+    EXPECT_EQ(resolver_->script_name(), "/info.php");
+    EXPECT_EQ(resolver_->path_info(), "/a");
+    EXPECT_EQ(resolver_->script_with_path_info("/app/index.php/dav/x/"), RouteKind::Script);
+    // No PATH_INFO (the files' probe answers), no script, a folder, a hidden
+    // script, evil.jpg: not found. A refused script is said (403).
+    for (std::string_view path : {"/info.php", "/missing.php/a", "/dir.php/a", "/.hidden.php/a",
+                                  "/uploads/evil.jpg/x.php/a", "/app/", "/style.css"})
+        EXPECT_EQ(resolver_->script_with_path_info(path), RouteKind::Static) << path;
+    EXPECT_EQ(resolver_->script_with_path_info("/escape.php/a"), RouteKind::Error);
+    EXPECT_EQ(resolver_->status(), 403);
+}
+
 TEST_F(ScriptResolverTest, EvilJpgIsNeverAScript) {
     EXPECT_EQ(route("/uploads/evil.jpg/x.php"), RouteKind::Error);
     EXPECT_EQ(resolver_->status(), 404);
@@ -128,29 +169,6 @@ TEST_F(ScriptResolverTest, OtherPathsAreStatic) {
     EXPECT_EQ(route("/app"), RouteKind::Static); // the static handler redirects
     EXPECT_EQ(route("*"), RouteKind::Static);
     EXPECT_EQ(route("/%00.php"), RouteKind::Static); // undecodable: the static 400
-}
-
-TEST(BackendAddress, Unix) {
-    auto address = parse_backend_address("unix:/run/php/php8.2-fpm.sock");
-    ASSERT_TRUE(address);
-    EXPECT_EQ(address->family(), AF_UNIX);
-    EXPECT_EQ(address->text, "unix:/run/php/php8.2-fpm.sock");
-    EXPECT_FALSE(parse_backend_address("unix:"));
-    EXPECT_FALSE(parse_backend_address("unix:/" + std::string(200, 'a')));
-}
-
-TEST(BackendAddress, Tcp) {
-    auto v4 = parse_backend_address("127.0.0.1:9000");
-    ASSERT_TRUE(v4);
-    EXPECT_EQ(v4->family(), AF_INET);
-    EXPECT_EQ(ntohs(reinterpret_cast<const sockaddr_in*>(&v4->storage)->sin_port), 9000);
-    auto v6 = parse_backend_address("[::1]:9000");
-    ASSERT_TRUE(v6);
-    EXPECT_EQ(v6->family(), AF_INET6);
-    EXPECT_TRUE(parse_backend_address("localhost:9000"));
-    for (const char* bad : {"", "9000", ":9000", "127.0.0.1", "127.0.0.1:0", "127.0.0.1:65536",
-                            "127.0.0.1:90x", "host.example:9000", "[::1]9000", "/run/php.sock"})
-        EXPECT_FALSE(parse_backend_address(bad)) << bad;
 }
 
 // A directory whose index is not a script is remembered for a second (the file

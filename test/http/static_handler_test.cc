@@ -224,6 +224,24 @@ TEST_F(StaticHandlerTest, OptionsAndOtherMethods) {
     }
 }
 
+// RFC 9110 §15.6.2 and §15.5.6: an extension method (PROPFIND) nothing on the
+// site implements is 501; where a backend of the site may take it, the files
+// know it and do not allow it: 405 with Allow (issue 37).
+TEST_F(StaticHandlerTest, ExtensionMethodIs501OrWithABackend405) {
+    auto propfind = [](Request& request) { request.method_text = "PROPFIND"; };
+    const Response& alone = get("/hello.txt", Method::Extension, propfind);
+    EXPECT_EQ(alone.head.status, 501);
+    EXPECT_EQ(header(alone, "Allow"), "<absent>");
+    options_.backend_methods = true;
+    handler_.reset();
+    for (const char* path : {"/hello.txt", "/missing.txt", "/docs/"}) {
+        const Response& r = get(path, Method::Extension, propfind);
+        EXPECT_EQ(r.head.status, 405) << path;
+        EXPECT_EQ(header(r, "Allow"), "GET, HEAD, OPTIONS");
+    }
+    EXPECT_EQ(get("/hello.txt").head.status, 200);
+}
+
 TEST_F(StaticHandlerTest, BadPaths) {
     for (const char* path :
          {"/a/../../b", "/..", "/%2e%2e/etc/passwd", "/hello%00.txt", "/%zz", "relative"}) {

@@ -116,7 +116,7 @@ dotfiles = "allow"
     EXPECT_EQ(first.server_names.size(), 2u);
     EXPECT_FALSE(first.is_default);
     EXPECT_EQ(first.index->front(), "index.php");
-    EXPECT_EQ(first.fastcgi->address, "unix:/run/php/php8.2-fpm.sock");
+    EXPECT_EQ(first.fastcgi->addresses, std::vector<std::string>{"unix:/run/php/php8.2-fpm.sock"});
     EXPECT_EQ(*first.fastcgi->pool, 4u);
     EXPECT_EQ(*first.fastcgi->timeout_ms, 30000u);
     EXPECT_EQ(first.error_pages.at(404), "/404.html");
@@ -158,6 +158,48 @@ proxy = "http://127.0.0.1:3001"
     std::string all = errors[0] + errors[1] + errors[2];
     for (const char* message :
          {"unknown key 'retries' in proxy", "proxy needs an 'address'", "proxy paths start with /"})
+        EXPECT_NE(all.find(message), std::string::npos) << all;
+}
+
+// Several backends for FastCGI as for the proxy, and how they are balanced (issue 36).
+TEST_F(ConfigFileTest, BalancedBackends) {
+    ConfigFile config;
+    std::vector<std::string> errors;
+    ASSERT_TRUE(load_config_file(write(R"(
+[[site]]
+root = "/srv/a"
+fastcgi = { address = ["unix:/run/php/a.sock", "unix:/run/php/b.sock"], weights = [3, 1] }
+proxy = { address = ["127.0.0.1:3000", "127.0.0.1:3001"], balance = "hash", hash_key = "cookie:sid" }
+[[site]]
+root = "/srv/b"
+fastcgi = { address = "unix:/run/php/a.sock", balance = "least_conn" }
+)"),
+                                 config, errors))
+        << (errors.empty() ? "" : errors[0]);
+    const SiteFastCgi& fastcgi = *config.sites[0].fastcgi;
+    EXPECT_EQ(fastcgi.addresses.size(), 2u);
+    EXPECT_EQ(fastcgi.balancing.weights, (std::vector<unsigned>{3, 1}));
+    EXPECT_EQ(fastcgi.balancing.balance, upstream::Balance::RoundRobin);
+    const SiteProxy& proxy = *config.sites[0].proxy;
+    EXPECT_EQ(proxy.balancing.balance, upstream::Balance::Hash);
+    EXPECT_EQ(proxy.balancing.key.source, upstream::HashKey::Source::Cookie);
+    EXPECT_EQ(proxy.balancing.key.name, "sid");
+    EXPECT_EQ(config.sites[1].fastcgi->balancing.balance, upstream::Balance::LeastConn);
+
+    errors.clear();
+    EXPECT_FALSE(load_config_file(write(R"(
+[[site]]
+root = "/a"
+fastcgi = { address = ["unix:/a", "unix:/b"], weights = [1], balance = "random" }
+proxy = { address = "127.0.0.1:1", hash_key = "header:X-User", weights = [0] }
+)"),
+                                  config, errors));
+    std::string all;
+    for (const std::string& error : errors)
+        all += error + "\n";
+    for (const char* message :
+         {"'balance' is \"round_robin\"", "fastcgi: 'weights' needs one weight per address",
+          "proxy: 'hash_key' goes with balance = \"hash\"", "'weights' must be a positive"})
         EXPECT_NE(all.find(message), std::string::npos) << all;
 }
 

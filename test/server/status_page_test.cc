@@ -26,6 +26,15 @@ StatusSnapshot sample() {
     r.proxy_idle = 8;
     r.proxy_queued = 9;
     r.proxy_tunnels = 11;
+    r.http3_connections = 12;
+    r.http3_connections_total = 13;
+    r.http3_streams_total = 14;
+    r.quic_packets_received = 15;
+    r.quic_packets_sent = 16;
+    r.quic_packets_dropped = 17;
+    r.quic_packets_handed_over = 18;
+    r.proxy_down = 1;
+    r.proxy_failures = 3;
     status.reactors = {r, StatusSnapshot::Reactor{}};
     status.status_codes = {{200, 40}, {404, 2}};
     status.fastcgi_502 = 1;
@@ -48,7 +57,15 @@ TEST(StatusPage, JsonHasTheCounters) {
     EXPECT_NE(out.find("\"proxy\": {\"busy\": 6, \"idle\": 8, \"queued\": 9, \"tunnels\": 11}"),
               std::string::npos)
         << out;
+    EXPECT_NE(out.find("\"proxy_backends\": {\"down\": 1, \"failures\": 3}"), std::string::npos)
+        << out;
     EXPECT_NE(out.find("\"tunnels\": 4"), std::string::npos) << out;
+    EXPECT_NE(out.find("\"http3\": {\"connections\": 12, \"connections_total\": 13, "
+                       "\"streams\": 0, \"streams_total\": 14, \"packets_received\": 15, "
+                       "\"packets_sent\": 16, \"packets_dropped\": 17, "
+                       "\"packets_handed_over\": 18, \"retries\": 0}"),
+              std::string::npos)
+        << out;
     EXPECT_NE(out.find("\"limits\": {\"entries\": 3, \"capacity\": 240, \"evictions\": 5, "
                        "\"sites\": {\"example.com\": {\"limited_requests\": 94, "
                        "\"limited_connections\": 1}, \"\": {\"limited_requests\": 0, "
@@ -96,6 +113,10 @@ TEST(StatusPage, PrometheusLinesAreWellFormed) {
               std::string::npos);
     EXPECT_NE(out.find("lepus_proxy_queued_requests{reactor=\"0\"} 9\n"), std::string::npos);
     EXPECT_NE(out.find("lepus_proxy_tunnels{reactor=\"0\"} 11\n"), std::string::npos);
+    EXPECT_NE(out.find("lepus_http3_connections{reactor=\"0\"} 12\n"), std::string::npos);
+    EXPECT_NE(out.find("lepus_quic_packets_dropped_total{reactor=\"0\"} 17\n"), std::string::npos);
+    EXPECT_NE(out.find("lepus_proxy_backends_down{reactor=\"0\"} 1\n"), std::string::npos);
+    EXPECT_NE(out.find("lepus_proxy_backend_failures_total{reactor=\"0\"} 3\n"), std::string::npos);
     EXPECT_NE(out.find("lepus_connections{reactor=\"0\",state=\"tunnel\"} 4\n"), std::string::npos);
 }
 

@@ -34,6 +34,21 @@ TEST(TryFiles, ArgsAndFixedQueries) {
     EXPECT_EQ(out, "route=/a%20b%26c%3Dd&x=1"); // $uri: the decoded path, one value
 }
 
+// nginx decides "folder or file" from the template, not from the expanded
+// path: "$uri" for "/apps/files/" is a file test (issue 37).
+TEST(TryFiles, FolderTestFromTheTemplate) {
+    std::string error;
+    auto parsed = parse_try_files({"$uri $uri/ /static/ /index.php$uri"}, error);
+    ASSERT_TRUE(parsed) << error;
+    EXPECT_FALSE(parsed->candidates[0].wants_directory());
+    EXPECT_TRUE(parsed->candidates[1].wants_directory());
+    EXPECT_TRUE(parsed->candidates[2].wants_directory());
+    std::string expanded;
+    TryFiles::expand_path(parsed->candidates[0], "/apps/files/", expanded);
+    EXPECT_EQ(expanded, "/apps/files/");
+    EXPECT_FALSE(parse_try_files({"/ =404"}, error)->candidates[0].wants_directory());
+}
+
 TEST(TryFiles, StatusOnlyLast) {
     std::string error;
     auto parsed = parse_try_files({"$uri", "=404"}, error);

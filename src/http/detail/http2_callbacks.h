@@ -43,6 +43,8 @@ private:
     static int on_stream_close(nghttp2_session* session, int32_t stream_id, uint32_t error_code,
                                void* user_data);
     static int on_frame_send(nghttp2_session* session, const nghttp2_frame* frame, void* user_data);
+    static int on_invalid_frame_recv(nghttp2_session* session, const nghttp2_frame* frame,
+                                     int lib_error_code, void* user_data);
     static int send_data(nghttp2_session* session, nghttp2_frame* frame, const uint8_t* header,
                          size_t length, nghttp2_data_source* source, void* user_data);
     static void send_memory_data(Http2Output& output, std::string_view header,

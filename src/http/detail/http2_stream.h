@@ -23,7 +23,7 @@ struct Http2Stream {
     // The request head is complete (`text` holds all of it; trailers are not
     // kept): fills `request` and `headers` with views into `text`. 0, or the
     // status to answer instead of starting the exchange: 400 for a malformed
-    // host (as HTTP/1.1 answers one), 501 for a method lepus does not implement.
+    // host (as HTTP/1.1 answers one) or a method that is no token.
     int complete_request();
 
     int32_t id;
@@ -56,7 +56,12 @@ struct Http2Stream {
     bool started = false;       // the router has the exchange (start or fail ran)
     bool request_ended = false; // END_STREAM received
     bool body_ended = false;    // end_body() told to the response stream
-    std::string body_pending;   // request body bytes the response stream has not taken
+    // An RST_STREAM is queued for it (a stream error nghttp2 found, or one of
+    // ours): it is over, and never polled again, so that its answer opens no
+    // backend connection (MadeYouReset, CVE-2025-8671: HEADERS then a
+    // window overflow in one read).
+    bool reset_queued = false;
+    std::string body_pending; // request body bytes the response stream has not taken
     uint64_t body_received = 0;
     // When the head or the last body bytes came: a stream whose response
     // stream takes the body and that sends none for --body-timeout is reset.

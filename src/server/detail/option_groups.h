@@ -14,6 +14,7 @@ namespace lepus::detail {
 struct OptionTexts {
     std::string keepalive_timeout, header_timeout, body_timeout, send_timeout, shutdown_timeout;
     std::string fastcgi_queue_timeout, fastcgi_timeout, fastcgi_idle_timeout;
+    std::string fastcgi_connect_timeout;
     std::string max_body_size, dotfiles = "deny", accept = "auto", io = "epoll";
     std::string defer_accept = "on", compress = "on", symlinks = "beneath";
     std::string notsent_lowat = "32k";

@@ -1,5 +1,5 @@
-// BackendAddress: where php-fpm listens, "unix:/path" or "HOST:PORT", parsed
-// once at start-up into a sockaddr ready for connect().
+// BackendAddress: where a backend (php-fpm, an HTTP server) listens, "unix:/path" or "HOST:PORT",
+// parsed once at start-up into a sockaddr ready for connect().
 #pragma once
 
 #include <optional>
@@ -8,7 +8,7 @@
 #include <sys/socket.h>
 #include <sys/un.h>
 
-namespace lepus::fastcgi {
+namespace lepus::upstream {
 
 struct BackendAddress {
     sockaddr_storage storage{};
@@ -27,4 +27,4 @@ std::optional<BackendAddress> parse_backend_address(std::string_view text);
 // add the user lepus runs as to, or php-fpm's listen.mode (issue 33).
 std::string describe_connect_error(const BackendAddress& address, int error);
 
-} // namespace lepus::fastcgi
+} // namespace lepus::upstream

@@ -1,4 +1,4 @@
-#include "fastcgi/backend_address.h"
+#include "upstream/backend_address.h"
 
 #include <arpa/inet.h>
 #include <cerrno>
@@ -11,7 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-namespace lepus::fastcgi {
+namespace lepus::upstream {
 
 std::optional<BackendAddress> parse_backend_address(std::string_view text) {
     BackendAddress address;
@@ -80,4 +80,4 @@ std::string describe_connect_error(const BackendAddress& address, int error) {
     return text;
 }
 
-} // namespace lepus::fastcgi
+} // namespace lepus::upstream
