@@ -109,6 +109,9 @@ func main() {
 func newClient(o options) (*http.Client, *http3.Transport) {
 	transport := &http3.Transport{
 		TLSClientConfig: &tls.Config{InsecureSkipVerify: true, NextProtos: []string{http3.NextProtoH3}},
+		// quic-go's client would add Accept-Encoding: gzip and unzip the answers;
+		// h2load sends only the -H headers, so the h3 rows must too.
+		DisableCompression: true,
 		QUICConfig: &quic.Config{
 			MaxIdleTimeout:  5 * time.Minute,
 			KeepAlivePeriod: 10 * time.Second, // for -idle: the server's idle timer sees traffic

@@ -100,7 +100,7 @@ private:
 
     // What bytes_ reserves when the first bytes of a batch come (release()
     // gives it back when the connection is idle).
-    static constexpr size_t kBatchReserve = 16 * 1024;
+    static constexpr size_t kBatchReserve = size_t{16} * 1024;
     void reserve_batch();
     void add_segment(Segment segment);
     // True when the next thing to write is the payload of a file segment.

@@ -41,8 +41,8 @@ struct Http3Gauges {
 class Http3Engine final : public QuicApplication, public ExchangeListener {
 public:
     // Bytes a stream may have sent and not yet had acknowledged.
-    static constexpr uint64_t kMaxUnacknowledged = 256 * 1024;
-    static constexpr size_t kChunk = 16 * 1024;
+    static constexpr uint64_t kMaxUnacknowledged = uint64_t{256} * 1024;
+    static constexpr size_t kChunk = size_t{16} * 1024;
 
     Http3Engine(const Http1Context& context, QuicConnection& connection,
                 Http3Gauges* gauges = nullptr);

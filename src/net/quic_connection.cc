@@ -7,11 +7,11 @@
 #include <algorithm>
 #include <array>
 #include <cstring>
+#include <ctime>
 #include <gnutls/crypto.h>
 #include <gnutls/gnutls.h>
 #include <ngtcp2/ngtcp2.h>
 #include <ngtcp2/ngtcp2_crypto.h>
-#include <time.h>
 
 namespace lepus {
 

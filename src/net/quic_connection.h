@@ -124,7 +124,7 @@ public:
     static constexpr uint64_t kIdleTimeoutMs = 30'000;
     // A handshake not complete by then ends the connection (a flood's stall).
     static constexpr uint64_t kHandshakeTimeoutMs = 10'000;
-    static constexpr uint64_t kStreamWindow = 256 * 1024;
+    static constexpr uint64_t kStreamWindow = uint64_t{256} * 1024;
     static constexpr uint64_t kConnectionWindow = 1 << 20;
     static constexpr uint64_t kMaxStreams = 100;
     // Packets written per drive() before other connections get their turn.

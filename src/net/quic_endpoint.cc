@@ -6,6 +6,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <ctime>
 #include <gnutls/crypto.h>
 #include <gnutls/gnutls.h>
 #include <netinet/in.h>
@@ -13,14 +14,13 @@
 #include <ngtcp2/ngtcp2_crypto.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
-#include <time.h>
 
 namespace lepus {
 
 namespace {
 
 std::string cid_key(const uint8_t* data, size_t size) {
-    return std::string(reinterpret_cast<const char*>(data), size);
+    return {reinterpret_cast<const char*>(data), size};
 }
 
 // Retry tokens carry a wall-clock time (CLOCK_REALTIME, nanoseconds), as ngtcp2's examples do.

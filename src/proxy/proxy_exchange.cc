@@ -153,7 +153,7 @@ ProxyExchange::ProxyExchange(BackendGroup& group, Exchange& exchange, const Prox
 }
 
 size_t ProxyExchange::offer_body(std::span<const char> data) {
-    BackendConnection* backend = static_cast<BackendConnection*>(connection());
+    auto* backend = static_cast<BackendConnection*>(connection());
     if (request_sent_ && backend && backend->failure() == BackendFailure::None &&
         backend->tunnel() && backend->ended())
         return data.size(); // the backend left the tunnel: nobody reads the client's bytes

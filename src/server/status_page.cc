@@ -68,11 +68,11 @@ void append_backends_json(const StatusSnapshot& status, std::string& out) {
     out += "\"backends\": [";
     for (size_t i = 0; i < status.backends.size(); ++i) {
         const StatusSnapshot::Backend& backend = status.backends[i];
-        out += i ? ", {\"protocol\": \"" : "{\"protocol\": \"";
+        out += i ? R"(, {"protocol": ")" : R"({"protocol": ")";
         out += backend.protocol;
-        out += "\", \"address\": \"";
+        out += R"(", "address": ")";
         append_quoted_text(out, backend.address);
-        out += "\", \"state\": \"";
+        out += R"(", "state": ")";
         out += backend_state(backend);
         out += "\", ";
         append_field(out, "reactors_down", backend.down);

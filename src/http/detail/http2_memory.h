@@ -21,7 +21,7 @@ public:
     // The first block of at least this size is taken for the frame buffer
     // (NGHTTP2_FRAMEBUF_CHUNKLEN, 16,394 bytes; nghttp2 allocates nothing
     // else this large per session, its next largest is 4 KiB).
-    static constexpr size_t kFrameBufferAtLeast = 16 * 1024;
+    static constexpr size_t kFrameBufferAtLeast = size_t{16} * 1024;
 
     Http2Memory();
     Http2Memory(const Http2Memory&) = delete;
