@@ -382,6 +382,9 @@ private:
     void on_tunnel(Connection& connection);
     void on_tunnel_closed(Connection& connection);
     void assign(Connection& connection, Client& client);
+    // acquire() when no idle or closed connection can be taken at once:
+    // an upgrade's tunnel slot, a new connection, the queue or a refusal.
+    [[gnu::noinline]] void acquire_otherwise(Client& client, bool upgrade);
     Client* pop_waiter();
     void arm_queue_timer();
     static void on_queue_timer(TimerEntry& entry);
