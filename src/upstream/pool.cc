@@ -186,12 +186,6 @@ void Pool::acquire_otherwise(Client& client, bool upgrade) {
     publish_gauges();
 }
 
-void Pool::release_tunnel_slot(Client& client) {
-    if (!client.tunnel_slot_) return;
-    client.tunnel_slot_ = false;
-    --tunnel_slots_taken_;
-}
-
 void Pool::cancel_wait(Client& client) {
     if (!client.queued_) return;
     if (client.queue_prev_)

@@ -331,8 +331,13 @@ public:
     void acquire(Client& client, bool upgrade = false);
     // Takes a queued client out of the queue (it went away).
     void cancel_wait(Client& client);
-    // Gives back the client's tunnel slot, if it holds one.
-    void release_tunnel_slot(Client& client);
+    // Gives back the client's tunnel slot, if it holds one (inline: every
+    // request's release asks, and almost none holds one).
+    void release_tunnel_slot(Client& client) {
+        if (!client.tunnel_slot_) return;
+        client.tunnel_slot_ = false;
+        --tunnel_slots_taken_;
+    }
     // Closes every backend connection (idle or draining an abandoned response)
     // and cancels the timers, on the reactor thread, so that the pool can then
     // be destroyed while the reactor runs (a SIGHUP replaced it). No client may
