@@ -127,6 +127,21 @@ void Pool::publish_gauges() {
 
 void Pool::acquire(Client& client, bool upgrade) {
     client.refused_ = client.tunnels_full_ = false;
+    // The usual case (no upgrade, nobody waiting, a connection at hand) apart
+    // from the rest, so that it saves none of the registers the rest needs.
+    if (!upgrade && queue_size_ == 0) {
+        std::vector<Connection*>& spare = idle_.empty() ? closed_ : idle_;
+        if (!spare.empty()) {
+            Connection* connection = spare.back();
+            spare.pop_back();
+            publish_gauges();
+            return connection->attach(client);
+        }
+    }
+    acquire_otherwise(client, upgrade);
+}
+
+void Pool::acquire_otherwise(Client& client, bool upgrade) {
     if (upgrade && !client.tunnel_slot_) {
         if (tunnel_slots_taken_ >= options_.tunnels) {
             client.refused_ = client.tunnels_full_ = true;
@@ -169,12 +184,6 @@ void Pool::acquire(Client& client, bool upgrade) {
     ++queue_size_;
     arm_queue_timer();
     publish_gauges();
-}
-
-void Pool::release_tunnel_slot(Client& client) {
-    if (!client.tunnel_slot_) return;
-    client.tunnel_slot_ = false;
-    --tunnel_slots_taken_;
 }
 
 void Pool::cancel_wait(Client& client) {

@@ -331,8 +331,13 @@ public:
     void acquire(Client& client, bool upgrade = false);
     // Takes a queued client out of the queue (it went away).
     void cancel_wait(Client& client);
-    // Gives back the client's tunnel slot, if it holds one.
-    void release_tunnel_slot(Client& client);
+    // Gives back the client's tunnel slot, if it holds one (inline: every
+    // request's release asks, and almost none holds one).
+    void release_tunnel_slot(Client& client) {
+        if (!client.tunnel_slot_) return;
+        client.tunnel_slot_ = false;
+        --tunnel_slots_taken_;
+    }
     // Closes every backend connection (idle or draining an abandoned response)
     // and cancels the timers, on the reactor thread, so that the pool can then
     // be destroyed while the reactor runs (a SIGHUP replaced it). No client may
@@ -382,6 +387,9 @@ private:
     void on_tunnel(Connection& connection);
     void on_tunnel_closed(Connection& connection);
     void assign(Connection& connection, Client& client);
+    // acquire() when no idle or closed connection can be taken at once:
+    // an upgrade's tunnel slot, a new connection, the queue or a refusal.
+    [[gnu::noinline]] void acquire_otherwise(Client& client, bool upgrade);
     Client* pop_waiter();
     void arm_queue_timer();
     static void on_queue_timer(TimerEntry& entry);
