@@ -219,6 +219,11 @@ class VanishingClients(unittest.TestCase):
             else:  # mid-body of an upload
                 s.sendall(b"POST /hello.txt HTTP/1.1\r\nHost: x\r\nContent-Length: 100000\r\n\r\n"
                           + b"x" * 5000)
+        except (ConnectionResetError, BrokenPipeError):
+            # The server may answer first and close (a POST to a file is refused
+            # before its body ends; on a slow machine that is before the client has
+            # sent it all): this client was leaving anyway.
+            pass
         finally:
             # Half leave with a reset, half with a FIN (then the server sees EOF or EPIPE).
             if i % 2:
