@@ -317,21 +317,25 @@ void Http3Engine::start_exchange(Http3Stream& stream) {
     offer_body(stream);
 }
 
-void Http3Engine::offer_body(Http3Stream& stream) {
+bool Http3Engine::offer_body(Http3Stream& stream) {
     Http2Stream& h = stream.h;
     ResponseStream* backend = h.exchange.stream.get();
-    if (!backend || h.body_ended) return;
+    if (!backend || h.body_ended) return false;
+    bool progress = false;
     if (!h.body_pending.empty()) {
         size_t taken = backend->offer_body(h.body_pending);
         if (taken > 0) {
             h.body_pending.erase(0, taken);
             connection_.extend_stream_offset(stream.id, taken); // the client may send more
+            progress = true;
         }
     }
     if (h.request_ended && h.body_pending.empty()) {
         h.body_ended = true;
         backend->end_body();
+        progress = true;
     }
+    return progress;
 }
 
 void Http3Engine::poll() {
@@ -341,7 +345,10 @@ void Http3Engine::poll() {
         if (!h.started || !h.exchange.stream) continue;
         ResponseStream& backend = *h.exchange.stream;
         StreamState state = backend.poll();
-        offer_body(stream);
+        // As HTTP/2's poll_streams: a body held through a wait (a password
+        // check, a rate limit's delay) goes now, and a poll then sends it; a
+        // buffered body opens its backend only at its end and acts when polled.
+        if (offer_body(stream)) state = backend.poll();
         if (state == StreamState::Pending) continue;
         if (!h.submitted) {
             if (state == StreamState::Ready) {

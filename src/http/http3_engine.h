@@ -74,7 +74,9 @@ private:
     friend struct Http3Callbacks;
 
     void start_exchange(Http3Stream& stream);
-    void offer_body(Http3Stream& stream);
+    // Offers the held request body (and its end) to the stream's answer;
+    // whether it took anything, after which it must be polled to send it.
+    bool offer_body(Http3Stream& stream);
     void submit_response(Http3Stream& stream);
     void submit_stream_head(Http3Stream& stream);
     void submit(Http3Stream& stream, bool with_body);
