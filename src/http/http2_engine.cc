@@ -573,16 +573,7 @@ void Http2Engine::answer_again(Http2Stream& stream) {
 }
 
 void Http2Engine::finish_stream(Http2Stream& stream) {
-    Exchange& exchange = stream.exchange;
-    if (stream.started) {
-        // The client reset the stream (or the connection went) before the end: 499, as nginx.
-        if (!stream.accounted) context_.handler.account(exchange, 499, stream.body_sent);
-        if (exchange.stream) {
-            exchange.stream->release();
-            exchange.stream.reset();
-        }
-        context_.handler.finish(exchange);
-    }
+    end_stream_exchange(context_.handler, stream);
     held_bytes_ -= stream.held;
     if (gauges_) {
         gauges_->streams.fetch_sub(1, std::memory_order_relaxed);

@@ -523,16 +523,7 @@ void Http3Engine::answer_again(Http3Stream& stream) {
 }
 
 void Http3Engine::finish_stream(Http3Stream& stream) {
-    Http2Stream& h = stream.h;
-    Exchange& exchange = h.exchange;
-    if (h.started) {
-        if (!h.accounted) context_.handler.account(exchange, 499, h.body_sent);
-        if (exchange.stream) {
-            exchange.stream->release();
-            exchange.stream.reset();
-        }
-        context_.handler.finish(exchange);
-    }
+    end_stream_exchange(context_.handler, stream.h);
     if (gauges_) gauges_->streams.fetch_sub(1, std::memory_order_relaxed);
 }
 

@@ -94,4 +94,18 @@ struct Http2Stream {
     uint64_t frame_at = 0;
 };
 
+// Ends a started stream's exchange, over HTTP/2 and HTTP/3 alike: a stream the
+// client reset (or whose connection went) before its end is counted 499, as
+// nginx; its answer is released and the handler lets go of the exchange.
+inline void end_stream_exchange(ExchangeHandler& handler, Http2Stream& stream) {
+    if (!stream.started) return;
+    Exchange& exchange = stream.exchange;
+    if (!stream.accounted) handler.account(exchange, 499, stream.body_sent);
+    if (exchange.stream) {
+        exchange.stream->release();
+        exchange.stream.reset();
+    }
+    handler.finish(exchange);
+}
+
 } // namespace lepus
