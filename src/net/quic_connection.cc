@@ -154,7 +154,6 @@ QuicConnection::~QuicConnection() {
         if (initial_dcid_) endpoint_.remove_cid(*initial_dcid_);
         ngtcp2_conn_del(conn_);
     }
-    if (session_) gnutls_deinit(session_);
 }
 
 uint64_t QuicConnection::now_ns() {
@@ -233,12 +232,12 @@ bool QuicConnection::init(const ngtcp2_pkt_hd& initial, const ngtcp2_cid* retrie
     conn_ref_ = std::make_unique<ConnRef>();
     conn_ref_->get_conn = QuicCallbacks::get_conn;
     conn_ref_->user_data = this;
-    session_ = endpoint_.tls().make_session(conn_ref_.get());
-    if (!session_) {
+    session_ = std::make_unique<QuicTlsSession>(endpoint_.tls().make_session(conn_ref_.get()));
+    if (!*session_) {
         why = "cannot make a GnuTLS session";
         return false;
     }
-    ngtcp2_conn_set_tls_native_handle(conn_, session_);
+    ngtcp2_conn_set_tls_native_handle(conn_, session_->get());
     endpoint_.add_cid(scid, this);
     initial_dcid_ = std::make_unique<ngtcp2_cid>(initial.dcid);
     endpoint_.add_cid(initial.dcid, this); // the client's Initials until it switches

@@ -28,11 +28,11 @@
 struct ngtcp2_conn;
 struct ngtcp2_pkt_hd;
 struct ngtcp2_cid;
-struct gnutls_session_int;
 
 namespace lepus {
 
 class QuicEndpoint;
+class QuicTlsSession;
 
 // A run of bytes, as ngtcp2_vec and nghttp3_vec lay it out.
 struct QuicVec {
@@ -146,7 +146,7 @@ private:
     SocketAddress local_;
     SocketAddress peer_; // the client's first address (the one its exchanges see)
     ngtcp2_conn* conn_ = nullptr;
-    gnutls_session_int* session_ = nullptr;
+    std::unique_ptr<QuicTlsSession> session_; // after conn_: deleted once ngtcp2 is done with it
     struct ConnRef;                           // ngtcp2_crypto_conn_ref, for GnuTLS's callbacks
     std::unique_ptr<ConnRef> conn_ref_;
     std::unique_ptr<QuicApplication> application_;
