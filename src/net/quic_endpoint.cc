@@ -10,6 +10,7 @@
 #include <ctime>
 #include <gnutls/crypto.h>
 #include <gnutls/gnutls.h>
+#include <iterator>
 #include <netinet/in.h>
 #include <ngtcp2/ngtcp2.h>
 #include <ngtcp2/ngtcp2_crypto.h>
@@ -134,9 +135,9 @@ void QuicEndpoint::dispatch(const SocketAddress& peer, const uint8_t* data, size
     // ngtcp2 asserts on an empty datagram (a valid UDP packet, and a crash).
     int rv = size == 0 ? NGTCP2_ERR_INVALID_ARGUMENT
                        : ngtcp2_pkt_decode_version_cid(&header, data, size, kCidLength);
+    if (rv == NGTCP2_ERR_VERSION_NEGOTIATION && send_version_negotiation(peer, &header, size))
+        return;
     if (rv != 0) {
-        // NGTCP2_ERR_VERSION_NEGOTIATION: a version ngtcp2 does not speak; a
-        // Version Negotiation packet (§6) is a later step, the client times out.
         QuicGauges::bump(gauges_.packets_dropped);
         return;
     }
@@ -213,6 +214,36 @@ void QuicEndpoint::send_retry(const SocketAddress& peer, const void* initial) {
     if (n <= 0) return;
     queue_send(peer, size_t(n));
     QuicGauges::bump(gauges_.retries);
+}
+
+// RFC 9000 §6.1: a client's first packet in a version we do not speak is
+// answered with the versions we do. Only for a datagram that could start a
+// connection (at least 1200 bytes, §14.1), so the answer is always the
+// smaller (no amplification), and never for a Version Negotiation packet
+// (version 0). At most kVersionNegotiationsPerSecond per endpoint, as Retry
+// is bounded: past that a flood of them is dropped.
+bool QuicEndpoint::send_version_negotiation(const SocketAddress& peer, const void* decoded,
+                                            size_t size) {
+    const auto& header = *static_cast<const ngtcp2_version_cid*>(decoded);
+    if (header.version == 0 || size < NGTCP2_MAX_UDP_PAYLOAD_SIZE) return false;
+    uint64_t second = reactor_.now_ms() / 1000;
+    if (second != negotiation_second_) {
+        negotiation_second_ = second;
+        negotiations_this_second_ = 0;
+    }
+    if (negotiations_this_second_ >= kVersionNegotiationsPerSecond) return false;
+    static constexpr uint32_t kVersions[] = {NGTCP2_PROTO_VER_V1};
+    uint8_t unused;
+    gnutls_rnd(GNUTLS_RND_NONCE, &unused, 1);
+    // Its DCID is the client's SCID and its SCID the client's DCID (§17.2.1).
+    ngtcp2_ssize n = ngtcp2_pkt_write_version_negotiation(
+        send_space(), UdpSendBatch::kMaxDatagram, unused, header.scid, header.scidlen, header.dcid,
+        header.dcidlen, kVersions, std::size(kVersions));
+    if (n <= 0) return false;
+    ++negotiations_this_second_;
+    queue_send(peer, size_t(n));
+    QuicGauges::bump(gauges_.version_negotiations);
+    return true;
 }
 
 uint8_t* QuicEndpoint::send_space() {

@@ -12,6 +12,9 @@
 // SO_ATTACH_REUSEPORT_EBPF program reading that byte would steer such
 // packets in the kernel; it is not needed for the common path.
 //
+// A client's first packet in a version ngtcp2 does not speak gets a Version
+// Negotiation packet (RFC 9000 §6), kVersionNegotiationsPerSecond at most.
+//
 // Address validation (RFC 9000 §8.1.2): while kRetryAbove handshakes are
 // in progress on the reactor (a flood of Initials from forged addresses), a
 // new client gets a Retry with a token bound to its address, and only an
@@ -53,9 +56,10 @@ class QuicTlsContext;
 struct QuicGauges {
     std::atomic<uint64_t> connections{0}, connections_total{0};
     std::atomic<uint64_t> packets_received{0}, packets_sent{0}, packets_dropped{0};
-    std::atomic<uint64_t> handed_over{0}; // packets of another reactor's connection
-    std::atomic<uint64_t> retries{0};     // Retry packets sent (address validation)
-    std::atomic<uint64_t> send_calls{0};  // sendmmsg/sendmsg calls (fewer than packets: batching)
+    std::atomic<uint64_t> handed_over{0};          // packets of another reactor's connection
+    std::atomic<uint64_t> retries{0};              // Retry packets sent (address validation)
+    std::atomic<uint64_t> version_negotiations{0}; // Version Negotiation packets sent (§6)
+    std::atomic<uint64_t> send_calls{0}; // sendmmsg/sendmsg calls (fewer than packets: batching)
     // Packets carrying stream data that loss recovery declared lost (RFC
     // 9002 §6), added as each stream closes: ngtcp2 0.12 counts losses per
     // stream only (ngtcp2_conn_get_stream_loss_count); 1.x has pkt_lost per connection.
@@ -82,6 +86,8 @@ public:
     static constexpr size_t kRetryAbove = 64;
     // How long a Retry token is good for.
     static constexpr uint64_t kRetryTokenLifetimeMs = 10'000;
+    // Version Negotiation packets an endpoint sends per second at most.
+    static constexpr uint64_t kVersionNegotiationsPerSecond = 100;
 
     QuicEndpoint(Reactor& reactor, UniqueFd fd, const QuicTlsContext& tls,
                  ApplicationFactory factory, QuicGauges& gauges);
@@ -142,6 +148,8 @@ private:
     void flush_sends();
     // RFC 9000 §8.1.2: a Retry with a token for `peer` (header: its Initial's).
     void send_retry(const SocketAddress& peer, const void* header);
+    // RFC 9000 §6: false when not sent (too small, a VN itself, over the bound).
+    bool send_version_negotiation(const SocketAddress& peer, const void* header, size_t size);
     void sweep();
 
     Reactor& reactor_;
@@ -160,6 +168,7 @@ private:
     size_t handshaking_ = 0;
     uint8_t token_secret_[32]; // keys this endpoint's Retry tokens
     bool deferred_ = false;
+    uint64_t negotiation_second_ = 0, negotiations_this_second_ = 0;
     bool unread_ = false; // a pass stopped at kMaxPacketsPerPass with the socket not drained
 };
 

@@ -190,7 +190,8 @@ void render_status_json(const StatusSnapshot& status, std::string& out) {
         append_field(out, "packets_handed_over", r.quic_packets_handed_over);
         append_field(out, "packets_lost", r.quic_packets_lost);
         append_field(out, "send_calls", r.quic_send_calls);
-        append_field(out, "retries", r.quic_retries, false);
+        append_field(out, "retries", r.quic_retries);
+        append_field(out, "version_negotiations", r.quic_version_negotiations, false);
         out += "}}";
     }
     out += "], \"status_codes\": {";
@@ -285,6 +286,9 @@ void render_status_prometheus(const StatusSnapshot& status, std::string& out) {
     append_per_reactor(out, status, "lepus_quic_retries_total", "counter",
                        "QUIC Retry packets sent (address validation under a handshake flood).",
                        &R::quic_retries);
+    append_per_reactor(out, status, "lepus_quic_version_negotiations_total", "counter",
+                       "QUIC Version Negotiation packets sent (RFC 9000 §6).",
+                       &R::quic_version_negotiations);
     append_per_reactor(out, status, "lepus_quic_packets_lost_total", "counter",
                        "QUIC packets with stream data declared lost (RFC 9002 §6).",
                        &R::quic_packets_lost);

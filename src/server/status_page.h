@@ -42,7 +42,7 @@ struct StatusSnapshot {
         uint64_t http3_connections = 0, http3_connections_total = 0, http3_streams = 0,
                  http3_streams_total = 0, quic_packets_received = 0, quic_packets_sent = 0,
                  quic_packets_dropped = 0, quic_packets_handed_over = 0, quic_retries = 0,
-                 quic_packets_lost = 0, quic_send_calls = 0;
+                 quic_packets_lost = 0, quic_send_calls = 0, quic_version_negotiations = 0;
     };
     double uptime_seconds = 0;
     std::string version;

@@ -2,7 +2,9 @@
 sendmmsg) with UDP GSO where the kernel has it, and with GSO turned off
 (LEPUS_QUIC_NO_GSO, the tests' switch): 10 MiB each way arrives byte-exact
 on both paths; the status page's packets_lost under packet loss (nftables in
-a network namespace, test/e2e/lossy_net.py) and without.
+a network namespace, test/e2e/lossy_net.py) and without; a Version
+Negotiation packet (RFC 9000 §6) for a hand-made datagram of an unknown
+version, and a bound on how many.
 
 Needs aioquic (pip install aioquic); the loss test needs root and nftables or
 tc netem, and skips saying so otherwise."""
@@ -11,6 +13,8 @@ import hashlib
 import http.server
 import json
 import os
+import socket
+import struct
 import subprocess
 import sys
 import unittest
@@ -168,6 +172,78 @@ class Losses(unittest.TestCase):
             self.assertEqual(counters["packets_lost"], 0)
         finally:
             server.stop(self)
+
+
+def unknown_version_datagram(dcid, scid, size=1200, version=0x1A2A3A4A):
+    """A long-header packet (RFC 9000 §17.2) of a reserved version (§15), padded to `size`."""
+    head = bytes([0xC0]) + struct.pack("!I", version) + bytes([len(dcid)]) + dcid + \
+        bytes([len(scid)]) + scid
+    return head + b"\0" * (size - len(head))
+
+
+class VersionNegotiation(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        if not h3client.AIOQUIC:
+            raise unittest.SkipTest(h3client.MISSING_REASON)
+        cls.server = harness.Lepus(["--threads", "1", "--status-path", "/status"],
+                                   protocol="h3")
+        cls.addClassCleanup(cls.server.stop, harness.LepusTestCase._Checker())
+        cls.server.write("index.html", "still here\n")
+
+    def client(self):
+        s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        self.addCleanup(s.close)
+        s.connect(("127.0.0.1", self.server.quic_port))
+        return s
+
+    def test_unknown_version_gets_the_versions_we_speak(self):
+        s = self.client()
+        dcid, scid = os.urandom(8), os.urandom(5)
+        s.send(unknown_version_datagram(dcid, scid))
+        s.settimeout(5)
+        reply = s.recv(2048)
+        self.assertEqual(reply[0] & 0x80, 0x80)  # a long header (§17.2.1)
+        self.assertEqual(struct.unpack("!I", reply[1:5])[0], 0)  # version 0: Version Negotiation
+        # Its DCID is our SCID, its SCID our DCID.
+        at = 5
+        self.assertEqual(reply[at + 1:at + 1 + reply[at]], scid)
+        at += 1 + reply[at]
+        self.assertEqual(reply[at + 1:at + 1 + reply[at]], dcid)
+        at += 1 + reply[at]
+        versions = [struct.unpack("!I", reply[i:i + 4])[0] for i in range(at, len(reply), 4)]
+        self.assertIn(1, versions)  # QUIC v1
+        self.assertNotIn(0x1A2A3A4A, versions)
+        self.assertLess(len(reply), 1200)  # never more than the datagram that asked
+        self.assertEqual(self.server.fetch("/index.html").body, b"still here\n")
+
+    def test_small_datagrams_and_version_negotiation_packets_get_nothing(self):
+        s = self.client()
+        s.send(unknown_version_datagram(os.urandom(8), os.urandom(8), size=600))  # §14.1
+        s.send(unknown_version_datagram(os.urandom(8), os.urandom(8), version=0))  # §6.1
+        s.settimeout(1)
+        with self.assertRaises(socket.timeout):
+            s.recv(2048)
+
+    def test_a_flood_is_bounded(self):
+        s = self.client()
+        before = quic_counters(self.server)["version_negotiations"]
+        for _ in range(400):
+            s.send(unknown_version_datagram(os.urandom(8), os.urandom(8)))
+        s.settimeout(1)
+        replies = 0
+        try:
+            while True:
+                s.recv(2048)
+                replies += 1
+        except socket.timeout:
+            pass
+        sent = quic_counters(self.server)["version_negotiations"] - before
+        self.assertGreater(replies, 0)
+        # 100 per second: the flood may straddle one second boundary, or two
+        # on a slow machine; never one answer per datagram.
+        self.assertLessEqual(sent, 300)
+        self.assertLessEqual(replies, sent)
 
 
 if __name__ == "__main__":
