@@ -4,7 +4,8 @@ sendmmsg) with UDP GSO where the kernel has it, and with GSO turned off
 on both paths; the status page's packets_lost under packet loss (nftables in
 a network namespace, test/e2e/lossy_net.py) and without; a Version
 Negotiation packet (RFC 9000 §6) for a hand-made datagram of an unknown
-version, and a bound on how many.
+version, and a bound on how many; the start's warning that --proxy-protocol
+does not apply to a quic:// listener.
 
 Needs aioquic (pip install aioquic); the loss test needs root and nftables or
 tc netem, and skips saying so otherwise."""
@@ -244,6 +245,33 @@ class VersionNegotiation(unittest.TestCase):
         # on a slow machine; never one answer per datagram.
         self.assertLessEqual(sent, 300)
         self.assertLessEqual(replies, sent)
+
+
+class ProxyProtocolWarning(unittest.TestCase):
+    """The PROXY protocol is a TCP preamble: with a quic:// listener the start
+    says that it applies to the TCP listeners only, and serves on."""
+    WARNING = "--proxy-protocol applies to TCP listeners only"
+
+    def test_warned_with_a_quic_listener(self):
+        server = harness.Lepus(["--proxy-protocol"], protocol="h3")
+        try:
+            self.assertIn("lepus: warning: " + self.WARNING, server.stderr())
+        finally:
+            server.stop(self)
+
+    def test_not_warned_without_one(self):
+        server = harness.Lepus(["--proxy-protocol"], protocol="h1")
+        try:
+            self.assertNotIn(self.WARNING, server.stderr())
+        finally:
+            server.stop(self)
+
+    def test_not_warned_without_proxy_protocol(self):
+        server = harness.Lepus([], protocol="h3")
+        try:
+            self.assertNotIn(self.WARNING, server.stderr())
+        finally:
+            server.stop(self)
 
 
 if __name__ == "__main__":
