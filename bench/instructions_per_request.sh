@@ -16,6 +16,11 @@
 #            default encrypts in the kernel, which callgrind does not count;
 #            without it (as on the project's machine) lepus encrypts in user
 #            space, as nginx always does here.
+#   h3       `h3load -n N -c 10 -m 10` for `/` over HTTP/3 (QUIC on the h2
+#            row's certificate; bench/h3load, scripts/install-h3load). lepus
+#            only: nginx 1.22 has no HTTP/3 (SERVERS=lepus).
+#   h3-100k  `h3load -n N -c 10 -m 1` for a 100 KiB file over HTTP/3
+#            (N1/N2 default to a tenth of the others': each is ~80 packets).
 #   fastcgi  `ab -k -n N -c 4` for /hello.php (`<?php echo "hello";`) through a
 #            php-fpm this script starts (static pool of 4, unix socket, its own
 #            config in the temp dir). php-fpm runs outside valgrind: only the
@@ -54,6 +59,7 @@ trap cleanup EXIT
 mkdir -p "$work/www"
 head -c 612 /dev/zero | tr '\0' 'x' >"$work/www/index.html"
 echo '<?php echo "hello";' >"$work/www/hello.php"
+head -c 102400 /dev/urandom >"$work/www/100k.bin"
 php_socket=$work/php.sock
 
 # The h2 row's certificate (openssl, as the e2e tests make theirs).
@@ -130,11 +136,14 @@ load() {
     h1) timeout 600 ab -q -k -s 60 -n "$requests" -c 10 "http://127.0.0.1:$port/" ;;
     h2c) timeout 600 h2load -n "$requests" -c 10 -m 10 -T 60 "http://127.0.0.1:$port/" ;;
     h2) timeout 600 h2load -n "$requests" -c 10 -m 10 -T 60 "https://127.0.0.1:$port/" ;;
+    h3) timeout 600 h3load -n "$requests" -c 10 -m 10 -timeout 60s "https://127.0.0.1:$port/" ;;
+    h3-100k) timeout 600 h3load -n "$requests" -c 10 -m 1 -timeout 60s \
+      "https://127.0.0.1:$port/100k.bin" ;;
     fastcgi) timeout 600 ab -q -k -s 60 -n "$requests" -c 4 "http://127.0.0.1:$port/hello.php" ;;
   esac >"$work/load.log" || { cat "$work/load.log" >&2; return 1; }
   # A row whose responses were not all 200 measured something else.
   if grep -qE '^(Non-2xx responses|Failed requests): +[1-9]' "$work/load.log" ||
-    { [[ $row == h2* ]] && ! grep -qE "^status codes: $requests 2xx" "$work/load.log"; }; then
+    { [[ $row == h[23]* ]] && ! grep -qE "^status codes: $requests 2xx" "$work/load.log"; }; then
     echo "$row on port $port: not every response was a 200:" >&2
     cat "$work/load.log" >&2
     return 1
@@ -149,10 +158,11 @@ count() {
     local io=epoll row_args=() listen=127.0.0.1:18230
     [ "$server" = lepus-uring ] && io=uring
     [ "$row" = fastcgi ] && row_args=(--fastcgi "unix:$php_socket")
-    if [ "$row" = h2 ]; then
+    if [[ $row == h2 || $row == h3* ]]; then
       listen=https://127.0.0.1:18230
       row_args=(--tls-cert "$work/cert.pem" --tls-key "$work/key.pem")
     fi
+    [[ $row == h3* ]] && row_args+=(--listen quic://127.0.0.1:18230 --compress off)
     valgrind --tool=callgrind --callgrind-out-file="$out" "$lepus" "$work/www" --listen "$listen" \
       --threads 1 --no-pin --io $io --access-log off --keepalive-timeout 300s \
       --keepalive-requests 1000000 "${row_args[@]}" "${lepus_args[@]}" >/dev/null 2>"$work/vg.log" &
@@ -165,7 +175,11 @@ count() {
   local pid=$! probe=() scheme=http
   [ "$row" = h2c ] && probe=(--http2-prior-knowledge)
   [ "$row" = h2 ] && probe=(-k) scheme=https
-  for _ in $(seq 100); do curl -s "${probe[@]}" -o /dev/null "$scheme://127.0.0.1:$port/" && break; sleep 0.2; done
+  if [[ $row == h3* ]]; then
+    for _ in $(seq 100); do h3load -n 1 "https://127.0.0.1:$port/" 2>/dev/null | grep -q "^status codes: 1 2xx" && break; sleep 0.2; done
+  else
+    for _ in $(seq 100); do curl -s "${probe[@]}" -o /dev/null "$scheme://127.0.0.1:$port/" && break; sleep 0.2; done
+  fi
   if ! load "$row" "$port" "$requests"; then
     kill -TERM $pid 2>/dev/null || true
     wait $pid || true
@@ -184,10 +198,12 @@ count() {
 rows=${ROWS:-h1 h2c fastcgi}
 [[ " $rows " == *" fastcgi "* ]] && start_php_fpm
 for row in $rows; do
+  r1=$n1 r2=$n2
+  [ "$row" = h3-100k ] && r1=$((n1 / 10)) r2=$((n2 / 10))
   for server in ${SERVERS:-lepus nginx}; do
-    a=$(count "$row" "$server" "$n1")
-    b=$(count "$row" "$server" "$n2")
-    awk -v r="$row" -v s="$server" -v a="$a" -v b="$b" -v n=$((n2 - n1)) \
+    a=$(count "$row" "$server" "$r1")
+    b=$(count "$row" "$server" "$r2")
+    awk -v r="$row" -v s="$server" -v a="$a" -v b="$b" -v n=$((r2 - r1)) \
       'BEGIN {printf "%s %s: %.0f instructions per request (%d requests)\n", r, s, (b - a) / n, n}'
   done
 done

@@ -45,6 +45,7 @@ struct QuicCallbacks {
     static int recv_stream_data(ngtcp2_conn*, uint32_t flags, int64_t id, uint64_t,
                                 const uint8_t* data, size_t size, void* user_data, void*) {
         QuicConnection& c = self(user_data);
+        c.highest_stream_ = std::max(c.highest_stream_, id);
         if (!c.application_) return 0;
         int64_t consumed =
             c.application_->receive(id, data, size, flags & NGTCP2_STREAM_DATA_FLAG_FIN);
@@ -59,9 +60,12 @@ struct QuicCallbacks {
             return NGTCP2_ERR_CALLBACK_FAILURE;
         return 0;
     }
-    static int stream_close(ngtcp2_conn*, uint32_t flags, int64_t id, uint64_t app_error,
+    static int stream_close(ngtcp2_conn* conn, uint32_t flags, int64_t id, uint64_t app_error,
                             void* user_data, void*) {
         QuicConnection& c = self(user_data);
+        // The stream still exists here: its count of packets declared lost.
+        if (size_t lost = ngtcp2_conn_get_stream_loss_count(conn, id))
+            QuicGauges::bump(c.endpoint_.gauges().packets_lost, lost);
         if (!(flags & NGTCP2_STREAM_CLOSE_FLAG_APP_ERROR_CODE_SET))
             app_error = 0x100; // H3_NO_ERROR
         if (c.application_ && c.application_->stream_closed(id, app_error) != 0)
@@ -150,7 +154,6 @@ QuicConnection::~QuicConnection() {
         if (initial_dcid_) endpoint_.remove_cid(*initial_dcid_);
         ngtcp2_conn_del(conn_);
     }
-    if (session_) gnutls_deinit(session_);
 }
 
 uint64_t QuicConnection::now_ns() {
@@ -229,12 +232,12 @@ bool QuicConnection::init(const ngtcp2_pkt_hd& initial, const ngtcp2_cid* retrie
     conn_ref_ = std::make_unique<ConnRef>();
     conn_ref_->get_conn = QuicCallbacks::get_conn;
     conn_ref_->user_data = this;
-    session_ = endpoint_.tls().make_session(conn_ref_.get());
-    if (!session_) {
+    session_ = std::make_unique<QuicTlsSession>(endpoint_.tls().make_session(conn_ref_.get()));
+    if (!*session_) {
         why = "cannot make a GnuTLS session";
         return false;
     }
-    ngtcp2_conn_set_tls_native_handle(conn_, session_);
+    ngtcp2_conn_set_tls_native_handle(conn_, session_->get());
     endpoint_.add_cid(scid, this);
     initial_dcid_ = std::make_unique<ngtcp2_cid>(initial.dcid);
     endpoint_.add_cid(initial.dcid, this); // the client's Initials until it switches
@@ -282,15 +285,20 @@ void QuicConnection::drive() {
 }
 
 bool QuicConnection::write_packets() {
-    std::array<uint8_t, 1500> packet; // ngtcp2 sizes packets to the path's payload size
     std::array<QuicVec, 16> vec;
-    size_t limit = std::min(packet.size(), ngtcp2_conn_get_max_tx_udp_payload_size(conn_));
+    // ngtcp2 sizes packets to the path's payload size; they are written in
+    // place in the endpoint's send batch (a run of full-sized ones to one
+    // address leaves as one GSO send).
+    size_t limit =
+        std::min(UdpSendBatch::kMaxDatagram, ngtcp2_conn_get_max_tx_udp_payload_size(conn_));
+    uint8_t* packet = nullptr; // kept across NGTCP2_ERR_WRITE_MORE: a packet half built
     ngtcp2_path_storage path_storage;
     ngtcp2_path_storage_zero(&path_storage);
     uint64_t ts = now_ns();
     // Counted in packets sent, never in calls: after NGTCP2_ERR_WRITE_MORE a
     // packet is half built, and ngtcp2 asserts that the next call finishes it.
     for (int sent = 0;;) {
+        if (!packet) packet = endpoint_.send_space();
         int64_t id = -1;
         bool fin = false;
         int64_t count = 0;
@@ -305,7 +313,7 @@ bool QuicConnection::write_packets() {
         ngtcp2_ssize data_written = -1;
         ngtcp2_pkt_info info{};
         ngtcp2_ssize n = ngtcp2_conn_writev_stream(
-            conn_, &path_storage.path, &info, packet.data(), limit, &data_written, flags, id,
+            conn_, &path_storage.path, &info, packet, limit, &data_written, flags, id,
             reinterpret_cast<const ngtcp2_vec*>(vec.data()), size_t(count), ts);
         if (n < 0) {
             switch (n) {
@@ -336,7 +344,8 @@ bool QuicConnection::write_packets() {
         }
         // ngtcp2 names the path of each packet: a migrating client (§9) is
         // answered at its new address once the path is validated.
-        endpoint_.send(to_address(path_storage.path.remote), packet.data(), size_t(n));
+        endpoint_.queue_send(to_address(path_storage.path.remote), size_t(n));
+        packet = nullptr;
         if (++sent == kMaxPacketsPerPass) {
             // The pass budget is spent: the rest after the reactor's other work.
             ngtcp2_conn_update_pkt_tx_time(conn_, ts);
@@ -390,14 +399,13 @@ void QuicConnection::fail(int liberr, bool tls_alert) {
 
 void QuicConnection::send_close(const void* close_error) {
     if (ngtcp2_conn_is_in_closing_period(conn_) || ngtcp2_conn_is_in_draining_period(conn_)) return;
-    std::array<uint8_t, 1500> packet;
     ngtcp2_path_storage path_storage;
     ngtcp2_path_storage_zero(&path_storage);
     ngtcp2_pkt_info info{};
     ngtcp2_ssize n = ngtcp2_conn_write_connection_close(
-        conn_, &path_storage.path, &info, packet.data(), packet.size(),
+        conn_, &path_storage.path, &info, endpoint_.send_space(), UdpSendBatch::kMaxDatagram,
         static_cast<const ngtcp2_connection_close_error*>(close_error), now_ns());
-    if (n > 0) endpoint_.send(to_address(path_storage.path.remote), packet.data(), size_t(n));
+    if (n > 0) endpoint_.queue_send(to_address(path_storage.path.remote), size_t(n));
 }
 
 void QuicConnection::close_gracefully() {
@@ -421,6 +429,7 @@ void QuicConnection::shutdown() {
 void QuicConnection::close() {
     if (closed_) return;
     closed_ = true;
+    count_losses_of_open_streams();
     endpoint_.reactor().timers().cancel(timer_);
     if (handshaking_) endpoint_.handshake_ended();
     handshaking_ = false;
@@ -429,7 +438,25 @@ void QuicConnection::close() {
 }
 
 bool QuicConnection::open_uni_stream(int64_t& id) {
-    return ngtcp2_conn_open_uni_stream(conn_, &id, nullptr) == 0;
+    if (ngtcp2_conn_open_uni_stream(conn_, &id, nullptr) != 0) return false;
+    highest_stream_ = std::max(highest_stream_, id);
+    return true;
+}
+
+// A stream's losses are counted when it closes (stream_close); the streams
+// still open when the connection ends (a client that closed before its last
+// ACKs arrived, the HTTP/3 control streams) are counted here. ngtcp2 forgets
+// a closed stream, so none is counted twice. The streams the server sends
+// on are asked up to the highest ID seen (RFC 9000 §2.1: client-initiated
+// bidirectional ones end in 0b00, server-initiated unidirectional in 0b11):
+// a map lookup each, once per connection.
+void QuicConnection::count_losses_of_open_streams() {
+    if (!conn_) return;
+    uint64_t lost = 0;
+    for (int64_t first : {0, 3})
+        for (int64_t id = first; id <= highest_stream_; id += 4)
+            lost += ngtcp2_conn_get_stream_loss_count(conn_, id);
+    if (lost) QuicGauges::bump(endpoint_.gauges().packets_lost, lost);
 }
 
 void QuicConnection::extend_stream_offset(int64_t id, uint64_t bytes) {

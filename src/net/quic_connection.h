@@ -28,11 +28,11 @@
 struct ngtcp2_conn;
 struct ngtcp2_pkt_hd;
 struct ngtcp2_cid;
-struct gnutls_session_int;
 
 namespace lepus {
 
 class QuicEndpoint;
+class QuicTlsSession;
 
 // A run of bytes, as ngtcp2_vec and nghttp3_vec lay it out.
 struct QuicVec {
@@ -138,6 +138,7 @@ private:
     // One CONNECTION_CLOSE (an ngtcp2_connection_close_error), unless closing already.
     void send_close(const void* close_error);
     void arm_timer();
+    void count_losses_of_open_streams();
     static void on_timer(TimerEntry& entry);
     static uint64_t now_ns();
 
@@ -145,8 +146,8 @@ private:
     SocketAddress local_;
     SocketAddress peer_; // the client's first address (the one its exchanges see)
     ngtcp2_conn* conn_ = nullptr;
-    gnutls_session_int* session_ = nullptr;
-    struct ConnRef; // ngtcp2_crypto_conn_ref, for GnuTLS's callbacks
+    std::unique_ptr<QuicTlsSession> session_; // after conn_: deleted once ngtcp2 is done with it
+    struct ConnRef;                           // ngtcp2_crypto_conn_ref, for GnuTLS's callbacks
     std::unique_ptr<ConnRef> conn_ref_;
     std::unique_ptr<QuicApplication> application_;
     std::unique_ptr<ngtcp2_cid> initial_dcid_; // the client's first DCID, routed to us too
@@ -157,6 +158,7 @@ private:
     bool shutting_down_ = false;
     bool handshaking_ = false; // counted in the endpoint's handshakes in progress
     bool closed_ = false;
+    int64_t highest_stream_ = -1; // the highest stream ID seen, for the loss count at close
 };
 
 } // namespace lepus

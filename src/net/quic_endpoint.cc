@@ -4,11 +4,13 @@
 #include "net/quic_connection.h"
 #include "net/quic_tls.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <ctime>
 #include <gnutls/crypto.h>
 #include <gnutls/gnutls.h>
+#include <iterator>
 #include <netinet/in.h>
 #include <ngtcp2/ngtcp2.h>
 #include <ngtcp2/ngtcp2_crypto.h>
@@ -60,7 +62,7 @@ std::vector<UniqueFd> open_quic_sockets(const SocketAddress& address, bool dual_
 QuicEndpoint::QuicEndpoint(Reactor& reactor, UniqueFd fd, const QuicTlsContext& tls,
                            ApplicationFactory factory, QuicGauges& gauges)
     : reactor_(reactor), fd_(std::move(fd)), tls_(tls), factory_(std::move(factory)),
-      gauges_(gauges) {
+      gauges_(gauges), sender_(fd_.get(), udp_gso_usable(fd_.get())) {
     gnutls_rnd(GNUTLS_RND_KEY, token_secret_, sizeof token_secret_);
     local_.length = sizeof local_.storage;
     if (getsockname(fd_.get(), &local_.storage.any, &local_.length) != 0) local_.length = 0;
@@ -72,6 +74,10 @@ QuicEndpoint::~QuicEndpoint() {
 }
 
 bool QuicEndpoint::start() {
+    static std::atomic_flag said;
+    if (!said.test_and_set())
+        log_info("QUIC: %s", sender_.gso() ? "UDP GSO on (UDP_SEGMENT), recvmmsg/sendmmsg"
+                                           : "UDP GSO off, recvmmsg/sendmmsg");
     return reactor_.add(fd_.get(), this, EPOLLIN, false);
 }
 
@@ -79,16 +85,20 @@ void QuicEndpoint::on_events(uint32_t events) {
     if (events & kResumeEvent) deferred_ = false;
     if ((events & EPOLLIN) || unread_) {
         unread_ = false;
-        alignas(16) uint8_t buffer[65536];
-        for (size_t n = 0; n < kMaxPacketsPerPass; ++n) {
-            SocketAddress peer;
-            peer.length = sizeof peer.storage;
-            ssize_t size =
-                recvfrom(fd_.get(), buffer, sizeof buffer, 0, &peer.storage.any, &peer.length);
-            if (size < 0) break; // EAGAIN (edge-triggered: read to it), or an ICMP error
-            QuicGauges::bump(gauges_.packets_received);
-            dispatch(peer, buffer, size_t(size));
-            if (n + 1 == kMaxPacketsPerPass) {
+        for (size_t handled = 0; handled < kMaxPacketsPerPass;) {
+            size_t want = std::min(UdpReceiveBatch::kBatch, kMaxPacketsPerPass - handled);
+            size_t n = receiver_.receive(fd_.get(), want);
+            for (size_t i = 0; i < n; ++i) {
+                QuicGauges::bump(gauges_.packets_received);
+                if (receiver_.truncated(i)) {
+                    QuicGauges::bump(gauges_.packets_dropped); // over 64 KiB: not QUIC's
+                    continue;
+                }
+                dispatch(receiver_.peer(i), receiver_.data(i), receiver_.size(i));
+            }
+            handled += n;
+            if (n < want) break; // drained (edge-triggered: read to EAGAIN)
+            if (handled == kMaxPacketsPerPass) {
                 unread_ = true; // more may wait, and no new edge will say so: come back
                 wake(nullptr);
             }
@@ -109,6 +119,15 @@ void QuicEndpoint::finish_pass() {
     for (QuicConnection* connection : woken)
         if (connections_.contains(connection)) connection->drive();
     sweep();
+    flush_sends();
+}
+
+void QuicEndpoint::flush_sends() {
+    if (sender_.empty()) return;
+    UdpSendBatch::Counts counts = sender_.flush();
+    QuicGauges::bump(gauges_.packets_sent, counts.sent);
+    QuicGauges::bump(gauges_.packets_dropped, counts.dropped);
+    QuicGauges::bump(gauges_.send_calls, counts.calls);
 }
 
 void QuicEndpoint::dispatch(const SocketAddress& peer, const uint8_t* data, size_t size) {
@@ -116,9 +135,9 @@ void QuicEndpoint::dispatch(const SocketAddress& peer, const uint8_t* data, size
     // ngtcp2 asserts on an empty datagram (a valid UDP packet, and a crash).
     int rv = size == 0 ? NGTCP2_ERR_INVALID_ARGUMENT
                        : ngtcp2_pkt_decode_version_cid(&header, data, size, kCidLength);
+    if (rv == NGTCP2_ERR_VERSION_NEGOTIATION && send_version_negotiation(peer, &header, size))
+        return;
     if (rv != 0) {
-        // NGTCP2_ERR_VERSION_NEGOTIATION: a version ngtcp2 does not speak; a
-        // Version Negotiation packet (§6) is a later step, the client times out.
         QuicGauges::bump(gauges_.packets_dropped);
         return;
     }
@@ -135,7 +154,7 @@ void QuicEndpoint::dispatch(const SocketAddress& peer, const uint8_t* data, size
         owner->reactor_.post(
             [owner, peer, bytes = std::string(reinterpret_cast<const char*>(data), size)] {
                 owner->dispatch(peer, reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size());
-                owner->sweep();
+                owner->finish_pass();
             });
         return;
     }
@@ -188,21 +207,53 @@ void QuicEndpoint::send_retry(const SocketAddress& peer, const void* initial) {
         token, token_secret_, sizeof token_secret_, header.version, &peer.storage.any, peer.length,
         &scid, &header.dcid, token_time_ns());
     if (token_length < 0) return;
-    uint8_t packet[1200];
-    ngtcp2_ssize n = ngtcp2_crypto_write_retry(packet, sizeof packet, header.version, &header.scid,
-                                               &scid, &header.dcid, token, size_t(token_length));
+    uint8_t* packet = send_space();
+    ngtcp2_ssize n =
+        ngtcp2_crypto_write_retry(packet, UdpSendBatch::kMaxDatagram, header.version, &header.scid,
+                                  &scid, &header.dcid, token, size_t(token_length));
     if (n <= 0) return;
-    send(peer, packet, size_t(n));
+    queue_send(peer, size_t(n));
     QuicGauges::bump(gauges_.retries);
 }
 
-void QuicEndpoint::send(const SocketAddress& to, const uint8_t* data, size_t size) {
-    ssize_t sent;
-    do
-        sent = sendto(fd_.get(), data, size, MSG_DONTWAIT, &to.storage.any, to.length);
-    while (sent < 0 && errno == EINTR);
-    // A full socket buffer drops the packet: QUIC's loss recovery sends it again.
-    QuicGauges::bump(sent < 0 ? gauges_.packets_dropped : gauges_.packets_sent);
+// RFC 9000 §6.1: a client's first packet in a version we do not speak is
+// answered with the versions we do. Only for a datagram that could start a
+// connection (at least 1200 bytes, §14.1), so the answer is always the
+// smaller (no amplification), and never for a Version Negotiation packet
+// (version 0). At most kVersionNegotiationsPerSecond per endpoint, as Retry
+// is bounded: past that a flood of them is dropped.
+bool QuicEndpoint::send_version_negotiation(const SocketAddress& peer, const void* decoded,
+                                            size_t size) {
+    const auto& header = *static_cast<const ngtcp2_version_cid*>(decoded);
+    if (header.version == 0 || size < NGTCP2_MAX_UDP_PAYLOAD_SIZE) return false;
+    uint64_t second = reactor_.now_ms() / 1000;
+    if (second != negotiation_second_) {
+        negotiation_second_ = second;
+        negotiations_this_second_ = 0;
+    }
+    if (negotiations_this_second_ >= kVersionNegotiationsPerSecond) return false;
+    static constexpr uint32_t kVersions[] = {NGTCP2_PROTO_VER_V1};
+    uint8_t unused;
+    gnutls_rnd(GNUTLS_RND_NONCE, &unused, 1);
+    // Its DCID is the client's SCID and its SCID the client's DCID (§17.2.1).
+    ngtcp2_ssize n = ngtcp2_pkt_write_version_negotiation(
+        send_space(), UdpSendBatch::kMaxDatagram, unused, header.scid, header.scidlen, header.dcid,
+        header.dcidlen, kVersions, std::size(kVersions));
+    if (n <= 0) return false;
+    ++negotiations_this_second_;
+    queue_send(peer, size_t(n));
+    QuicGauges::bump(gauges_.version_negotiations);
+    return true;
+}
+
+uint8_t* QuicEndpoint::send_space() {
+    if (!sender_.has_room()) flush_sends();
+    return sender_.space();
+}
+
+void QuicEndpoint::queue_send(const SocketAddress& to, size_t size) {
+    sender_.push(to, size);
+    wake(nullptr); // flushed at the endpoint's deferred turn, after this round of events
 }
 
 void QuicEndpoint::make_cid(ngtcp2_cid& cid) {
@@ -264,6 +315,7 @@ void QuicEndpoint::on_force_close() {
         all.push_back(connection);
     for (QuicConnection* connection : all)
         connection->close_gracefully();
+    flush_sends(); // the reactor is ending: no deferred turn will come
 }
 
 } // namespace lepus

@@ -2,6 +2,7 @@
 
 #include <gnutls/gnutls.h>
 #include <ngtcp2/ngtcp2_crypto_gnutls.h>
+#include <utility>
 
 namespace lepus {
 
@@ -25,24 +26,65 @@ int check_alpn(gnutls_session_t session, unsigned, unsigned, unsigned, const gnu
 
 } // namespace
 
+struct QuicCredentials {
+    gnutls_certificate_credentials_st* credentials = nullptr;
+    ~QuicCredentials() {
+        if (credentials) gnutls_certificate_free_credentials(credentials);
+    }
+};
+
+QuicTlsSession::~QuicTlsSession() {
+    if (session_) gnutls_deinit(session_); // before the credentials it uses
+}
+
+QuicTlsSession::QuicTlsSession(QuicTlsSession&& other) noexcept
+    : session_(std::exchange(other.session_, nullptr)),
+      credentials_(std::move(other.credentials_)) {}
+
+QuicTlsSession& QuicTlsSession::operator=(QuicTlsSession&& other) noexcept {
+    if (this != &other) {
+        if (session_) gnutls_deinit(session_);
+        session_ = std::exchange(other.session_, nullptr);
+        credentials_ = std::move(other.credentials_);
+    }
+    return *this;
+}
+
 QuicTlsContext::~QuicTlsContext() {
-    if (credentials_) gnutls_certificate_free_credentials(credentials_);
     if (priority_) gnutls_priority_deinit(priority_);
 }
 
+bool QuicTlsContext::init_priority(std::string& error) {
+    if (priority_) return true;
+    if (gnutls_priority_init(&priority_, kPriority, nullptr) == 0) return true;
+    priority_ = nullptr;
+    error = "QUIC: gnutls_priority_init failed";
+    return false;
+}
+
 bool QuicTlsContext::load(const TlsSettings& settings, std::string& error) {
-    if (gnutls_priority_init(&priority_, kPriority, nullptr) != 0) {
-        error = "QUIC: gnutls_priority_init failed";
-        return false;
+    if (!init_priority(error)) return false;
+    std::shared_ptr<const QuicCredentials> credentials = read_credentials(settings, error);
+    if (!credentials) return false;
+    publish(std::move(credentials));
+    return true;
+}
+
+std::shared_ptr<const QuicCredentials> QuicTlsContext::read_credentials(const TlsSettings& settings,
+                                                                        std::string& error) const {
+    if (settings.default_certificates.empty() && settings.sites.empty()) {
+        error = "QUIC: a quic:// listener needs a certificate (--tls-cert or a site's tls)";
+        return nullptr;
     }
-    if (gnutls_certificate_allocate_credentials(&credentials_) != 0) {
+    auto credentials = std::make_shared<QuicCredentials>();
+    if (gnutls_certificate_allocate_credentials(&credentials->credentials) != 0) {
         error = "QUIC: gnutls_certificate_allocate_credentials failed";
-        return false;
+        return nullptr;
     }
     auto add = [&](const TlsCertificate& certificate) {
-        int rv =
-            gnutls_certificate_set_x509_key_file(credentials_, certificate.cert_path.c_str(),
-                                                 certificate.key_path.c_str(), GNUTLS_X509_FMT_PEM);
+        int rv = gnutls_certificate_set_x509_key_file(
+            credentials->credentials, certificate.cert_path.c_str(), certificate.key_path.c_str(),
+            GNUTLS_X509_FMT_PEM);
         if (rv < 0)
             error = "QUIC: cannot load " + certificate.cert_path + " and " + certificate.key_path +
                     " with GnuTLS: " + gnutls_strerror(rv);
@@ -50,35 +92,44 @@ bool QuicTlsContext::load(const TlsSettings& settings, std::string& error) {
     };
     // The default first: GnuTLS answers a name no certificate has with the first one.
     for (const TlsCertificate& certificate : settings.default_certificates)
-        if (!add(certificate)) return false;
+        if (!add(certificate)) return nullptr;
     for (const TlsSite& site : settings.sites)
         for (const TlsCertificate& certificate : site.certificates)
-            if (!add(certificate)) return false;
-    if (settings.default_certificates.empty() && settings.sites.empty()) {
-        error = "QUIC: a quic:// listener needs a certificate (--tls-cert or a site's tls)";
-        return false;
-    }
-    return true;
+            if (!add(certificate)) return nullptr;
+    return credentials;
 }
 
-gnutls_session_int* QuicTlsContext::make_session(void* conn_ref) const {
+void QuicTlsContext::publish(std::shared_ptr<const QuicCredentials> credentials) {
+    std::lock_guard lock(mutex_);
+    credentials_ = std::move(credentials); // the old ones live on in their sessions
+}
+
+QuicTlsSession QuicTlsContext::make_session(void* conn_ref) const {
+    QuicTlsSession made;
+    {
+        std::lock_guard lock(mutex_);
+        made.credentials_ = credentials_;
+    }
+    if (!made.credentials_ || !priority_) return made;
     gnutls_session_t session = nullptr;
     if (gnutls_init(&session,
                     GNUTLS_SERVER | GNUTLS_NO_AUTO_SEND_TICKET | GNUTLS_NO_END_OF_EARLY_DATA) != 0)
-        return nullptr;
+        return made;
     gnutls_datum_t alpn{const_cast<unsigned char*>(kAlpnH3), sizeof kAlpnH3};
     if (gnutls_priority_set(session, priority_) != 0 ||
         ngtcp2_crypto_gnutls_configure_server_session(session) != 0 ||
-        gnutls_credentials_set(session, GNUTLS_CRD_CERTIFICATE, credentials_) != 0 ||
+        gnutls_credentials_set(session, GNUTLS_CRD_CERTIFICATE, made.credentials_->credentials) !=
+            0 ||
         gnutls_alpn_set_protocols(session, &alpn, 1,
                                   GNUTLS_ALPN_MANDATORY | GNUTLS_ALPN_SERVER_PRECEDENCE) != 0) {
         gnutls_deinit(session);
-        return nullptr;
+        return made;
     }
     gnutls_handshake_set_hook_function(session, GNUTLS_HANDSHAKE_CLIENT_HELLO, GNUTLS_HOOK_POST,
                                        check_alpn);
     gnutls_session_set_ptr(session, conn_ref);
-    return session;
+    made.session_ = session;
+    return made;
 }
 
 } // namespace lepus

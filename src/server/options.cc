@@ -87,8 +87,18 @@ void warn_about_certificate(const std::string& cert_path, const std::vector<std:
 // Issue 33: what is accepted but probably not meant, one "lepus: warning:"
 // line each on stderr (-t prints them; the start goes on): a server name
 // that an earlier site already answers (nginx: "conflicting server name"),
-// https_redirect with no https:// listener to redirect to.
+// https_redirect with no https:// listener to redirect to, --proxy-protocol
+// with a quic:// listener.
 void warn_about_sites(const ServerOptions& options) {
+    // The PROXY protocol is a preamble on a TCP stream; QUIC's UDP datagrams have none.
+    if (options.proxy_protocol && !options.quic_listen.empty()) {
+        std::string origin = config_origin(options.config_origins, "--proxy-protocol");
+        std::fprintf(stderr,
+                     "lepus: warning: %s%s%s applies to TCP listeners only: quic:// (UDP) "
+                     "clients are seen at their own address\n",
+                     origin.c_str(), origin.empty() ? "" : ": ",
+                     origin.empty() ? "--proxy-protocol" : "proxy_protocol");
+    }
     std::map<std::string, const SiteConfig*> owners;
     bool tls_listener =
         std::any_of(options.listen.begin(), options.listen.end(),

@@ -2,6 +2,7 @@
 
 #include "base/unique_fd.h"
 #include "log/error_log.h"
+#include "net/quic_tls.h"
 #include "net/socket.h"
 #include "net/tls_context.h"
 #include "net/tls_listen_scheme.h"
@@ -180,9 +181,15 @@ void reload(int argc, char** argv, const ServerOptions& current,
     // Certificates first: a renewed one that does not load (or match its
     // key) refuses the whole reload, and the running one stays.
     SslContextRef tls;
+    std::shared_ptr<const QuicCredentials> quic_credentials;
     if (uses_tls(next)) {
         tls = build_tls_context(tls_settings(next), error);
         if (!tls) return refuse();
+        // QUIC's copy of the same files (GnuTLS), swapped with TCP's below.
+        if (listening.quic_tls) {
+            quic_credentials = listening.quic_tls->read_credentials(tls_settings(next), error);
+            if (!quic_credentials) return refuse();
+        }
     }
     ListenChange listen;
     if (!listen.open(next, listening, error)) return refuse();
@@ -210,6 +217,7 @@ void reload(int argc, char** argv, const ServerOptions& current,
         workers[i]->reload(std::move(sets[i]));
     // New connections get the new certificates; those in flight keep theirs.
     if (tls) TlsContextSlot::process().publish(std::move(tls));
+    if (quic_credentials) listening.quic_tls->publish(std::move(quic_credentials));
     if (!listen.empty()) listen.apply(listening);
     site_logs.prune(); // the logs of sites gone in an earlier reload, once no request holds them
     log_info("SIGHUP: configuration reloaded (%zu sites)", next.sites.size());

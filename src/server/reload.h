@@ -16,6 +16,7 @@
 
 namespace lepus {
 
+class QuicTlsContext;
 class Worker;
 
 // The listening sockets the acceptor thread (or the reactors) serve, by the
@@ -25,6 +26,9 @@ struct Listening {
     ReusePortListeners* reuseport = nullptr; // with in-reactor accept
     // By --listen text: the socket (the first reactor's, in-reactor).
     std::vector<std::pair<std::string, int>> sockets;
+    // The certificates of the quic:// listeners (null without one): a reload
+    // gives them the TCP listeners' new certificates.
+    QuicTlsContext* quic_tls = nullptr;
 };
 
 // SIGHUP: reads the command line and config file again. When they are valid,

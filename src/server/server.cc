@@ -323,8 +323,10 @@ bool Server::State::open_quic_listeners(std::string& error) {
 // again here, so a file changed in between is caught as well.
 bool Server::State::load_tls(std::string& error) {
     if (!options.quic_listen.empty()) {
-        quic_tls = std::make_unique<QuicTlsContext>();
+        // Made once: the endpoints keep it; a reload (SIGHUP, ACME) swaps its certificates.
+        if (!quic_tls) quic_tls = std::make_unique<QuicTlsContext>();
         if (!quic_tls->load(tls_settings(latest), error)) return false;
+        listening.quic_tls = quic_tls.get();
     }
     if (!uses_tls(latest)) return true;
     SslContextRef context = build_tls_context(tls_settings(latest), error);

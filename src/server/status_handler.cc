@@ -69,6 +69,10 @@ StatusSnapshot take_snapshot(Worker& worker, const ServingSet& serving, uint64_t
         r.quic_packets_dropped = stats.quic.packets_dropped.load(std::memory_order_relaxed);
         r.quic_packets_handed_over = stats.quic.handed_over.load(std::memory_order_relaxed);
         r.quic_retries = stats.quic.retries.load(std::memory_order_relaxed);
+        r.quic_packets_lost = stats.quic.packets_lost.load(std::memory_order_relaxed);
+        r.quic_send_calls = stats.quic.send_calls.load(std::memory_order_relaxed);
+        r.quic_version_negotiations =
+            stats.quic.version_negotiations.load(std::memory_order_relaxed);
         upstream::UpstreamGauges& gauges = each->fastcgi_gauges();
         r.fastcgi_busy = gauges.busy.load(std::memory_order_relaxed);
         r.fastcgi_idle = gauges.idle.load(std::memory_order_relaxed);

@@ -188,7 +188,10 @@ void render_status_json(const StatusSnapshot& status, std::string& out) {
         append_field(out, "packets_sent", r.quic_packets_sent);
         append_field(out, "packets_dropped", r.quic_packets_dropped);
         append_field(out, "packets_handed_over", r.quic_packets_handed_over);
-        append_field(out, "retries", r.quic_retries, false);
+        append_field(out, "packets_lost", r.quic_packets_lost);
+        append_field(out, "send_calls", r.quic_send_calls);
+        append_field(out, "retries", r.quic_retries);
+        append_field(out, "version_negotiations", r.quic_version_negotiations, false);
         out += "}}";
     }
     out += "], \"status_codes\": {";
@@ -283,6 +286,16 @@ void render_status_prometheus(const StatusSnapshot& status, std::string& out) {
     append_per_reactor(out, status, "lepus_quic_retries_total", "counter",
                        "QUIC Retry packets sent (address validation under a handshake flood).",
                        &R::quic_retries);
+    append_per_reactor(out, status, "lepus_quic_version_negotiations_total", "counter",
+                       "QUIC Version Negotiation packets sent (RFC 9000 §6).",
+                       &R::quic_version_negotiations);
+    append_per_reactor(out, status, "lepus_quic_packets_lost_total", "counter",
+                       "QUIC packets with stream data declared lost (RFC 9002 §6).",
+                       &R::quic_packets_lost);
+    append_per_reactor(out, status, "lepus_quic_send_calls_total", "counter",
+                       "sendmmsg/sendmsg calls on quic:// sockets (GSO and batching: fewer than "
+                       "packets).",
+                       &R::quic_send_calls);
     append_metric(out, "lepus_proxy_connections", "gauge",
                   "HTTP backend connections by state, summed over the reactor's backends.");
     const std::pair<const char*, ReactorField> proxy_states[] = {{"busy", &R::proxy_busy},

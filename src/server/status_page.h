@@ -36,10 +36,13 @@ struct StatusSnapshot {
                  http2_connections_total = 0;
         // HTTP/3: QUIC connections open and since start, streams, and the
         // UDP packets of the reactor's quic:// sockets (dropped: unusable, or
-        // refused by a full socket buffer; handed over: another reactor's).
+        // refused by a full socket buffer; handed over: another reactor's;
+        // lost: declared lost by loss recovery, RFC 9002 §6; send calls:
+        // sendmmsg/sendmsg, fewer than packets sent with batching and GSO).
         uint64_t http3_connections = 0, http3_connections_total = 0, http3_streams = 0,
                  http3_streams_total = 0, quic_packets_received = 0, quic_packets_sent = 0,
-                 quic_packets_dropped = 0, quic_packets_handed_over = 0, quic_retries = 0;
+                 quic_packets_dropped = 0, quic_packets_handed_over = 0, quic_retries = 0,
+                 quic_packets_lost = 0, quic_send_calls = 0, quic_version_negotiations = 0;
     };
     double uptime_seconds = 0;
     std::string version;

@@ -33,6 +33,9 @@ StatusSnapshot sample() {
     r.quic_packets_sent = 16;
     r.quic_packets_dropped = 17;
     r.quic_packets_handed_over = 18;
+    r.quic_packets_lost = 19;
+    r.quic_send_calls = 20;
+    r.quic_version_negotiations = 21;
     r.proxy_down = 1;
     r.proxy_failures = 3;
     status.reactors = {r, StatusSnapshot::Reactor{}};
@@ -63,7 +66,8 @@ TEST(StatusPage, JsonHasTheCounters) {
     EXPECT_NE(out.find("\"http3\": {\"connections\": 12, \"connections_total\": 13, "
                        "\"streams\": 0, \"streams_total\": 14, \"packets_received\": 15, "
                        "\"packets_sent\": 16, \"packets_dropped\": 17, "
-                       "\"packets_handed_over\": 18, \"retries\": 0}"),
+                       "\"packets_handed_over\": 18, \"packets_lost\": 19, "
+                       "\"send_calls\": 20, \"retries\": 0, \"version_negotiations\": 21}"),
               std::string::npos)
         << out;
     EXPECT_NE(out.find("\"limits\": {\"entries\": 3, \"capacity\": 240, \"evictions\": 5, "
@@ -115,6 +119,10 @@ TEST(StatusPage, PrometheusLinesAreWellFormed) {
     EXPECT_NE(out.find("lepus_proxy_tunnels{reactor=\"0\"} 11\n"), std::string::npos);
     EXPECT_NE(out.find("lepus_http3_connections{reactor=\"0\"} 12\n"), std::string::npos);
     EXPECT_NE(out.find("lepus_quic_packets_dropped_total{reactor=\"0\"} 17\n"), std::string::npos);
+    EXPECT_NE(out.find("lepus_quic_packets_lost_total{reactor=\"0\"} 19\n"), std::string::npos);
+    EXPECT_NE(out.find("lepus_quic_send_calls_total{reactor=\"0\"} 20\n"), std::string::npos);
+    EXPECT_NE(out.find("lepus_quic_version_negotiations_total{reactor=\"0\"} 21\n"),
+              std::string::npos);
     EXPECT_NE(out.find("lepus_proxy_backends_down{reactor=\"0\"} 1\n"), std::string::npos);
     EXPECT_NE(out.find("lepus_proxy_backend_failures_total{reactor=\"0\"} 3\n"), std::string::npos);
     EXPECT_NE(out.find("lepus_connections{reactor=\"0\",state=\"tunnel\"} 4\n"), std::string::npos);
