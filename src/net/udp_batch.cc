@@ -118,7 +118,7 @@ UdpSendBatch::Counts UdpSendBatch::flush() {
             cmsg->cmsg_level = SOL_UDP;
             cmsg->cmsg_type = UDP_SEGMENT;
             cmsg->cmsg_len = CMSG_LEN(sizeof(uint16_t));
-            uint16_t segment = uint16_t(unit.segment);
+            auto segment = uint16_t(unit.segment);
             std::memcpy(CMSG_DATA(cmsg), &segment, sizeof segment);
         }
     }

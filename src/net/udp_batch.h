@@ -54,7 +54,7 @@ private:
 class UdpSendBatch {
 public:
     static constexpr size_t kMaxDatagram = 1500; // what space() guarantees
-    static constexpr size_t kBufferSize = 256 * 1024;
+    static constexpr size_t kBufferSize = size_t{256} * 1024;
     static constexpr size_t kMaxSegments = 64;    // UDP_MAX_SEGMENTS of older kernels
     static constexpr size_t kMaxGsoBytes = 65000; // an IPv4 datagram's payload is < 64 KiB
     static constexpr size_t kMaxMessages = 64;    // per sendmmsg
