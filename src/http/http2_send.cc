@@ -89,16 +89,15 @@ void Http2Engine::produce() {
 void Http2Engine::send_head(Http2Stream& stream) {
     stream.head_pending = false;
     const Response& response = stream.exchange.response;
-    thread_local std::vector<nghttp2_nv> fields;
+    thread_local std::vector<detail::HeadField> fields;
     detail::head_to_fields(response.head, context_.clock.now_s, stream.head_text, fields);
     thread_local std::string block;
     block.clear();
     hpack_encoder_.begin_block(block);
     hpack_encoder_.encode_status(unsigned(response.head.status), block);
     for (size_t i = 1; i < fields.size(); ++i) { // [0] is :status
-        std::string_view name(reinterpret_cast<const char*>(fields[i].name), fields[i].namelen);
-        std::string_view value(reinterpret_cast<const char*>(fields[i].value), fields[i].valuelen);
-        hpack_encoder_.encode(name, value, indexing_for(name), block);
+        std::string_view name = fields[i].name_view();
+        hpack_encoder_.encode(name, fields[i].value_view(), indexing_for(name), block);
     }
     http2_append_headers(output_, uint32_t(stream.id), block, !stream.has_body,
                          peer_max_frame_size_);
