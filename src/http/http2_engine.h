@@ -259,6 +259,8 @@ private:
     // output, up to a batch, within the client's windows.
     void produce();
     void send_head(Http2Stream& stream);
+    // Server and the head's own fields into `block` (HPACK).
+    void encode_head_fields(Http2Stream& stream, std::string& block);
     // One DATA frame of `stream` (false: nothing could go now).
     bool send_data(Http2Stream& stream);
     void send_memory_data(std::string_view header, const Response& response,

@@ -4,12 +4,14 @@
 // scheduled by RFC 9218 priority: the most urgent streams first; of one
 // urgency, a non-incremental stream is sent to its end (or its window) before
 // the next, incremental ones take turns a frame at a time.
+#include "base/time_cache.h"
 #include "http/detail/http2_head.h"
 #include "http/detail/http2_stream.h"
 #include "http/http2_engine.h"
 #include "log/error_log.h"
 
 #include <algorithm>
+#include <charconv>
 #include <vector>
 
 namespace lepus {
@@ -27,6 +29,38 @@ HpackIndexing indexing_for(std::string_view name) {
         return HpackIndexing::WithoutIndexing;
     if (name == "set-cookie"sv || name == "www-authenticate"sv) return HpackIndexing::NeverIndexed;
     return HpackIndexing::Incremental;
+}
+
+// The last response head a thread's connections encoded: the fields lepus
+// puts after :status and date (server, then the head's own), as one block
+// of HPACK, and what it was made from. A head whose fields are the same and
+// whose connection's encoder is in the same state (HpackEncoder::state_id)
+// is the same bytes, copied instead of encoded again: a connection's answers
+// mostly repeat their fields (content-type, accept-ranges, the server's),
+// and the ones that change every response (date, content-length, which
+// never enter the dynamic table) are encoded around the copy. One per
+// thread, so an idle connection keeps none of it.
+struct HeadBlockCache {
+    uint64_t state_id = 0; // 0: nothing cached
+    std::string key;       // the status and the head's fields, length-prefixed
+    std::string block;
+};
+
+thread_local HeadBlockCache head_cache;
+
+void append_sized(std::string& out, std::string_view bytes) {
+    auto size = uint32_t(bytes.size());
+    out.append(reinterpret_cast<const char*>(&size), sizeof size);
+    out.append(bytes);
+}
+
+void head_key(const ResponseHead& head, std::string& out) {
+    out.clear();
+    out.append(reinterpret_cast<const char*>(&head.status), sizeof head.status);
+    head.for_each([&](std::string_view name, std::string_view value) {
+        append_sized(out, name);
+        append_sized(out, value);
+    });
 }
 
 // A DATA frame's header.
@@ -88,21 +122,60 @@ void Http2Engine::produce() {
 
 void Http2Engine::send_head(Http2Stream& stream) {
     stream.head_pending = false;
-    const Response& response = stream.exchange.response;
-    thread_local std::vector<detail::HeadField> fields;
-    detail::head_to_fields(response.head, context_.clock.now_s, stream.head_text, fields);
-    thread_local std::string block;
+    const ResponseHead& head = stream.exchange.response.head;
+    // RFC 7541 Appendix A: the static indexes of the names lepus adds itself.
+    constexpr uint8_t kDate = 33, kContentLength = 28;
+    thread_local std::string block, key;
     block.clear();
     hpack_encoder_.begin_block(block);
-    hpack_encoder_.encode_status(unsigned(response.head.status), block);
-    for (size_t i = 1; i < fields.size(); ++i) { // [0] is :status
-        std::string_view name = fields[i].name_view();
-        hpack_encoder_.encode(name, fields[i].value_view(), indexing_for(name), block);
+    hpack_encoder_.encode_status(unsigned(head.status), block);
+    hpack_encoder_.encode_known(kDate, "date", cached_http_date(context_.clock.now_s),
+                                HpackIndexing::WithoutIndexing, block);
+    head_key(head, key);
+    if (head_cache.state_id == hpack_encoder_.state_id() && head_cache.key == key) {
+        block.append(head_cache.block);
+    } else {
+        uint64_t state = hpack_encoder_.state_id();
+        size_t at = block.size();
+        encode_head_fields(stream, block);
+        // Cached when encoding it changed nothing (the first time, its fields
+        // entered the table; from the next, the same fields are the same bytes).
+        if (hpack_encoder_.state_id() == state) {
+            head_cache.state_id = state;
+            head_cache.key.swap(key);
+            head_cache.block.assign(block, at);
+        }
+    }
+    if (head.content_length) {
+        char digits[24];
+        char* end = std::to_chars(digits, digits + sizeof digits, *head.content_length).ptr;
+        hpack_encoder_.encode_known(kContentLength, "content-length",
+                                    {digits, size_t(end - digits)}, HpackIndexing::WithoutIndexing,
+                                    block);
     }
     http2_append_headers(output_, uint32_t(stream.id), block, !stream.has_body,
                          peer_max_frame_size_);
     if (block.capacity() > 16384) std::string().swap(block);
     if (!stream.has_body) sent_end_stream(stream);
+}
+
+void Http2Engine::encode_head_fields(Http2Stream& stream, std::string& block) {
+    const ResponseHead& head = stream.exchange.response.head;
+    thread_local std::vector<detail::HeadField> fields;
+    detail::head_to_fields(head, context_.clock.now_s, stream.head_text, fields);
+    // [0] :status and [1] date are written; then server, the head's fields,
+    // and content-length last when there is one (detail::head_to_fields),
+    // which send_head writes after.
+    constexpr uint8_t kServer = 54;
+    size_t end = fields.size() - (head.content_length ? 1 : 0);
+    for (size_t i = 2; i < end; ++i) {
+        std::string_view name = fields[i].name_view();
+        std::string_view value = fields[i].value_view();
+        if (i == 2)
+            hpack_encoder_.encode_known(kServer, name, value, HpackIndexing::Incremental, block);
+        else
+            hpack_encoder_.encode(name, value, indexing_for(name), block);
+    }
 }
 
 bool Http2Engine::send_data(Http2Stream& stream) {
