@@ -166,7 +166,7 @@ bool Http2Engine::decode_block(std::string_view block, Http2Stream* stream) {
     }
     for (size_t i = 0; i < fields.size(); ++i) {
         HpackField field = fields[i];
-        if (!stream->add_field(field.name, field.value)) {
+        if (!stream->add_field(field.name, field.value, field.static_name_index)) {
             reset_stream(uint32_t(stream->id), Http2Error::ProtocolError);
             return true;
         }

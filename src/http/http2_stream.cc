@@ -84,7 +84,7 @@ void parse_priority(std::string_view value, uint8_t& urgency, bool& incremental)
 
 } // namespace
 
-bool Http2Stream::add_field(std::string_view name, std::string_view value) {
+bool Http2Stream::add_field(std::string_view name, std::string_view value, uint8_t static_name) {
     if (!valid_value(value)) return false;
     if (!name.empty() && name[0] == ':') {
         if (regular_seen) return false; // §8.3: pseudo-fields come first
@@ -110,7 +110,11 @@ bool Http2Stream::add_field(std::string_view name, std::string_view value) {
         return true;
     }
     regular_seen = true;
-    if (!valid_name(name) || connection_field(name)) return false;
+    // A name from HPACK's static table is a valid one (RFC 7541 Appendix A);
+    // of them only transfer-encoding (57) is a connection field.
+    constexpr uint8_t kTransferEncoding = 57;
+    bool checked = static_name != 0 && static_name != kTransferEncoding;
+    if (!checked && (!valid_name(name) || connection_field(name))) return false;
     if (name == "te" && value != "trailers") return false;
     if (name == "cookie") {
         // §8.2.3: split cookies are joined with "; " for an HTTP/1.1 context (CGI).

@@ -84,6 +84,10 @@ TEST(Http2StreamFields, NamesAndValuesOutsideTheRulesAreMalformed) {
     EXPECT_FALSE(accepts(":unknown", "x"));
     EXPECT_FALSE(accepts(":path", ""));
     EXPECT_FALSE(accepts("content-length", "12x"));
+    // Named by HPACK's static table (its index given): transfer-encoding (57) is still refused.
+    Http2Stream stream(1);
+    EXPECT_TRUE(stream.add_field("user-agent", "curl", 58));
+    EXPECT_FALSE(stream.add_field("transfer-encoding", "chunked", 57));
 }
 
 TEST(Http2StreamFields, PseudoFieldsComeFirstOnceAndCompleteTheHead) {

@@ -32,7 +32,8 @@ struct Http2Stream {
     // a name not in lowercase token characters, a value with NUL, CR, LF or
     // space at either end, a connection field, TE other than "trailers",
     // pseudo-fields unknown, repeated or after a regular field).
-    bool add_field(std::string_view name, std::string_view value);
+    // `static_name`: the name's index in HPACK's static table (0: none).
+    bool add_field(std::string_view name, std::string_view value, uint8_t static_name = 0);
     // After the block: whether the pseudo-fields a request needs are there
     // (§8.3.1: :method, :scheme and a non-empty :path; CONNECT: :authority only).
     bool head_complete() const;
