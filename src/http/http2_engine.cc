@@ -117,8 +117,12 @@ bool Http2Engine::write_output() {
         if (output_.empty()) {
             write_blocked_ = false;
             queued_acks_ = 0; // the client reads what it is owed
-            // An idle connection keeps no output buffer (up to 64 KiB).
-            if (streams_.empty()) output_.release();
+            // An idle connection keeps no output buffer (up to 64 KiB), nor
+            // the room of a burst of streams (100 pointers).
+            if (streams_.empty()) {
+                output_.release();
+                if (streams_.capacity() > 8) decltype(streams_)().swap(streams_);
+            }
             return true;
         }
         uint64_t before = output_.pending();

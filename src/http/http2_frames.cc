@@ -309,7 +309,8 @@ bool Http2FrameDecoder::fail(Http2FrameVisitor& visitor, Http2Error error, const
 }
 
 void Http2FrameDecoder::shrink(std::string& buffer) {
-    if (buffer.capacity() > 4096) std::string().swap(buffer);
+    // Frames split across reads are rare: an idle connection keeps no buffer.
+    std::string().swap(buffer);
 }
 
 void http2_write_frame_header(char* out, uint32_t length, Http2FrameType type, uint8_t flags,

@@ -159,7 +159,7 @@ private:
     bool continuation_payload(std::string_view payload, Http2FrameVisitor& visitor);
     bool settings_payload(std::string_view payload, Http2FrameVisitor& visitor);
     bool fail(Http2FrameVisitor& visitor, Http2Error error, const char* why);
-    // Gives back a large gathering buffer once it is used.
+    // Gives back a gathering buffer once it is used.
     static void shrink(std::string& buffer);
 
     size_t preface_left_;
