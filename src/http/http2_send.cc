@@ -11,6 +11,7 @@
 #include "log/error_log.h"
 
 #include <algorithm>
+#include <array>
 #include <charconv>
 #include <vector>
 
@@ -31,37 +32,53 @@ HpackIndexing indexing_for(std::string_view name) {
     return HpackIndexing::Incremental;
 }
 
-// The last response head a thread's connections encoded: the fields lepus
-// puts after :status and date (server, then the head's own), as one block
-// of HPACK, and what it was made from. A head whose fields are the same and
+// The last response heads the thread's connections encoded: the fields
+// lepus puts after :status and date (server, then the head's own), as HPACK
+// bytes, and what they were made from. A head whose fields are the same and
 // whose connection's encoder is in the same state (HpackEncoder::state_id)
 // is the same bytes, copied instead of encoded again: a connection's answers
 // mostly repeat their fields (content-type, accept-ranges, the server's),
 // and the ones that change every response (date, content-length, which
-// never enter the dynamic table) are encoded around the copy. One per
-// thread, so an idle connection keeps none of it.
+// never enter the dynamic table) are encoded around the copy. Per thread,
+// one entry for each of the last kEntries connections that answered, so an
+// idle connection keeps none of it.
 struct HeadBlockCache {
-    uint64_t state_id = 0; // 0: nothing cached
-    std::string key;       // the status and the head's fields, length-prefixed
-    std::string block;
+    static constexpr size_t kEntries = 16;
+    struct Entry {
+        uint64_t state_id = 0; // 0: empty
+        int status = 0;
+        std::string fields; // the head's fields as HTTP/1.1 lines
+        std::string block;
+    };
+    std::array<Entry, kEntries> entries;
+    size_t next = 0; // the entry replaced next
+
+    // The entry that holds `head` encoded under `state_id`, or null. A head
+    // edited in place (no fields_text) is never found, nor cached.
+    const Entry* find(uint64_t state_id, const ResponseHead& head) const {
+        std::string_view block, own;
+        if (!head.fields_text(block, own)) return nullptr;
+        for (const Entry& entry : entries)
+            if (entry.state_id == state_id && entry.status == head.status &&
+                entry.fields.size() == block.size() + own.size() &&
+                std::string_view(entry.fields).substr(0, block.size()) == block &&
+                std::string_view(entry.fields).substr(block.size()) == own)
+                return &entry;
+        return nullptr;
+    }
+    void store(uint64_t state_id, const ResponseHead& head, std::string_view encoded) {
+        std::string_view block, own;
+        if (!head.fields_text(block, own)) return;
+        Entry& entry = entries[next];
+        next = (next + 1) % kEntries;
+        entry.state_id = state_id;
+        entry.status = head.status;
+        entry.fields.assign(block).append(own);
+        entry.block.assign(encoded);
+    }
 };
 
 thread_local HeadBlockCache head_cache;
-
-void append_sized(std::string& out, std::string_view bytes) {
-    auto size = uint32_t(bytes.size());
-    out.append(reinterpret_cast<const char*>(&size), sizeof size);
-    out.append(bytes);
-}
-
-void head_key(const ResponseHead& head, std::string& out) {
-    out.clear();
-    out.append(reinterpret_cast<const char*>(&head.status), sizeof head.status);
-    head.for_each([&](std::string_view name, std::string_view value) {
-        append_sized(out, name);
-        append_sized(out, value);
-    });
-}
 
 // A DATA frame's header.
 std::string_view data_header(char (&out)[kHttp2FrameHeaderSize], uint32_t length, bool end,
@@ -125,26 +142,22 @@ void Http2Engine::send_head(Http2Stream& stream) {
     const ResponseHead& head = stream.exchange.response.head;
     // RFC 7541 Appendix A: the static indexes of the names lepus adds itself.
     constexpr uint8_t kDate = 33, kContentLength = 28;
-    thread_local std::string block, key;
+    thread_local std::string block;
     block.clear();
     hpack_encoder_.begin_block(block);
     hpack_encoder_.encode_status(unsigned(head.status), block);
     hpack_encoder_.encode_known(kDate, "date", cached_http_date(context_.clock.now_s),
                                 HpackIndexing::WithoutIndexing, block);
-    head_key(head, key);
-    if (head_cache.state_id == hpack_encoder_.state_id() && head_cache.key == key) {
-        block.append(head_cache.block);
+    uint64_t state = hpack_encoder_.state_id();
+    if (const HeadBlockCache::Entry* cached = head_cache.find(state, head)) {
+        block.append(cached->block);
     } else {
-        uint64_t state = hpack_encoder_.state_id();
         size_t at = block.size();
         encode_head_fields(stream, block);
         // Cached when encoding it changed nothing (the first time, its fields
         // entered the table; from the next, the same fields are the same bytes).
-        if (hpack_encoder_.state_id() == state) {
-            head_cache.state_id = state;
-            head_cache.key.swap(key);
-            head_cache.block.assign(block, at);
-        }
+        if (hpack_encoder_.state_id() == state)
+            head_cache.store(state, head, std::string_view(block).substr(at));
     }
     if (head.content_length) {
         char digits[24];
