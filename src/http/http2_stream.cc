@@ -139,7 +139,9 @@ bool Http2Stream::add_field(std::string_view name, std::string_view value, uint8
         expected_length = int64_t(length);
     }
     if (fields.empty()) fields.reserve(16);
-    auto field = std::pair{keep(name), keep(value)};
+    TextRef name_ref =
+        static_name != 0 ? TextRef{kStaticName | static_name, uint32_t(name.size())} : keep(name);
+    auto field = std::pair{name_ref, keep(value)};
     if (name == "host" && host_fields++ == 0) host_field = field.second;
     fields.push_back(field);
     return true;

@@ -88,6 +88,14 @@ TEST(Http2StreamFields, NamesAndValuesOutsideTheRulesAreMalformed) {
     Http2Stream stream(1);
     EXPECT_TRUE(stream.add_field("user-agent", "curl", 58));
     EXPECT_FALSE(stream.add_field("transfer-encoding", "chunked", 57));
+    // Its name is the static table's, not a copy; the request sees it as any other.
+    stream.method = stream.keep("GET");
+    stream.path = stream.keep("/");
+    stream.request_ended = true;
+    ASSERT_EQ(stream.complete_request(), 0);
+    ASSERT_EQ(stream.request.headers.size(), 1u);
+    EXPECT_EQ(stream.request.headers[0].name, "user-agent");
+    EXPECT_EQ(stream.request.headers[0].value, "curl");
 }
 
 TEST(Http2StreamFields, PseudoFieldsComeFirstOnceAndCompleteTheHead) {

@@ -3,6 +3,7 @@
 // for other users.
 #pragma once
 
+#include "http/detail/hpack_table.h"
 #include "http/detail/http2_head.h"
 #include "http/exchange.h"
 #include "http/min_rate.h"
@@ -67,7 +68,13 @@ struct Http2Stream {
         text.append(bytes);
         return ref;
     }
-    std::string_view view(TextRef ref) const { return {text.data() + ref.at, ref.size}; }
+    // A name from HPACK's static table is not copied: its TextRef::at is
+    // kStaticName | its index (RFC 7541 Appendix A).
+    static constexpr uint32_t kStaticName = 0x80000000;
+    std::string_view view(TextRef ref) const {
+        if (ref.at & kStaticName) return detail::kHpackStaticTable[ref.at & 0xff].name;
+        return {text.data() + ref.at, ref.size};
+    }
     size_t header_bytes = 0;
     bool too_large = false; // over kMaxHeaderList: answered 431
     Request request;
