@@ -61,6 +61,11 @@ public:
                           std::string_view(text_.data() + field.value_offset, field.value_length),
                           field.static_name_index, field.never_indexed};
     }
+    // The text the fields lie in, and where field `i`'s value starts in it (a
+    // name without a static index lies just before its value): lets a caller
+    // copy a whole list at once and keep the fields as offsets.
+    std::string_view text() const { return {text_.data(), text_used_}; }
+    size_t value_offset(size_t i) const { return fields_[i].value_offset; }
     // RFC 9113 §6.5.2's size of the list: names and values plus 32 per field.
     size_t list_size() const { return list_size_; }
     void clear() {

@@ -164,9 +164,19 @@ bool Http2Engine::decode_block(std::string_view block, Http2Stream* stream) {
         stream->too_large = true; // answered 431; its fields are not kept
         return true;
     }
+    // The decoded text in one copy: each field's value (and its name, unless
+    // static) is then where it lies in it.
+    std::string_view all = fields.text();
+    if (stream->text.capacity() == 0) stream->text.reserve(std::max<size_t>(512, all.size()));
+    auto base = uint32_t(stream->text.size());
+    stream->text.append(all);
     for (size_t i = 0; i < fields.size(); ++i) {
         HpackField field = fields[i];
-        if (!stream->add_field(field.name, field.value, field.static_name_index)) {
+        auto value_at = base + uint32_t(fields.value_offset(i));
+        Http2Stream::TextRef value{value_at, uint32_t(field.value.size())};
+        Http2Stream::TextRef name{value_at - uint32_t(field.name.size()),
+                                  uint32_t(field.name.size())};
+        if (!stream->add_field(field.name, field.value, field.static_name_index, name, value)) {
             reset_stream(uint32_t(stream->id), Http2Error::ProtocolError);
             return true;
         }

@@ -91,20 +91,27 @@ void parse_priority(std::string_view value, uint8_t& urgency, bool& incremental)
 } // namespace
 
 bool Http2Stream::add_field(std::string_view name, std::string_view value, uint8_t static_name) {
+    TextRef value_ref = keep(value);
+    TextRef name_ref = static_name != 0 || name.starts_with(':') ? TextRef{} : keep(name);
+    return add_field(name, value, static_name, name_ref, value_ref);
+}
+
+bool Http2Stream::add_field(std::string_view name, std::string_view value, uint8_t static_name,
+                            TextRef name_ref, TextRef value_ref) {
     if (!valid_value(value)) return false;
     if (!name.empty() && name[0] == ':') {
         if (regular_seen) return false; // §8.3: pseudo-fields come first
         if (name == ":method") {
             if (has_method) return false;
             has_method = true;
-            method = keep(value);
+            method = value_ref;
         } else if (name == ":path") {
             if (has_path || value.empty()) return false;
             has_path = true;
-            path = keep(value);
+            path = value_ref;
         } else if (name == ":authority") {
             if (has_authority) return false;
-            authority = keep(value);
+            authority = value_ref;
             has_authority = true;
         } else if (name == ":scheme") {
             // https or http: the connection says which.
@@ -139,9 +146,8 @@ bool Http2Stream::add_field(std::string_view name, std::string_view value, uint8
         expected_length = int64_t(length);
     }
     if (fields.empty()) fields.reserve(16);
-    TextRef name_ref =
-        static_name != 0 ? TextRef{kStaticName | static_name, uint32_t(name.size())} : keep(name);
-    auto field = std::pair{name_ref, keep(value)};
+    if (static_name != 0) name_ref = TextRef{kStaticName | static_name, uint32_t(name.size())};
+    auto field = std::pair{name_ref, value_ref};
     if (name == "host" && host_fields++ == 0) host_field = field.second;
     fields.push_back(field);
     return true;

@@ -48,6 +48,10 @@ struct Http2Stream {
     struct TextRef {
         uint32_t at = 0, size = 0;
     };
+    // add_field for a field already in `text`: `value_ref` (and `name_ref`,
+    // unless the name is static or a pseudo-field's) where it lies there.
+    bool add_field(std::string_view name, std::string_view value, uint8_t static_name,
+                   TextRef name_ref, TextRef value_ref);
     std::string text;
     TextRef method, path, authority;
     bool has_authority = false; // an empty :authority is still one
