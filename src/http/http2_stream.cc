@@ -11,7 +11,8 @@ namespace {
 
 // RFC 9113 §8.3.1: the host is :authority, else the host field; both there
 // and different, the request is malformed, as it is with two host fields
-// (RFC 9112 §3.2; nghttp2 resets such a stream first, this is the backstop). Then the value passes
+// (RFC 9112 §3.2): 400, as HTTP/1.1 answers (over HTTP/3, nghttp3 may reset
+// such a stream first). Then the value passes
 // the HTTP/1.1 Host check (no userinfo, RFC 9110 §4.2.4): a handler cannot tell which engine it
 // came by. Host names compare case-insensitively (RFC 3986 §3.2.2).
 bool choose_host(std::string_view authority, bool has_authority, std::string_view host_field,

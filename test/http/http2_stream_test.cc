@@ -40,7 +40,7 @@ TEST(Http2StreamMethod, AnyTokenIsAnExtensionMethod) {
 }
 
 TEST(Http2StreamMethod, AMethodThatIsNoTokenIs400) {
-    // nghttp2 resets such a stream itself; this is the backstop.
+    // Answered 400, as HTTP/1.1 answers it (RFC 9113 §8.1.1 allows a response before the reset).
     for (std::string_view method : {"", "PROP FIND", "PROP(FIND", "PROP\"FIND", "G\xc3\xa9T"}) {
         Http2Stream stream(1);
         EXPECT_EQ(complete(stream, method), 400) << method;
