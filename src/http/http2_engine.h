@@ -16,7 +16,9 @@
 //
 // Responses: a complete Response (a head written as HTTP/1.1 text by the
 // handlers, a memory body and/or a file range) is turned into HEADERS (the
-// head's fields, lowercased, hop-by-hop ones dropped) and DATA read from
+// head's fields, lowercased, hop-by-hop ones dropped; a head whose fields
+// repeat one encoded under the same HPACK table is copied as bytes, see
+// http2_send.cc) and DATA read from
 // memory or from the file (sendfile on plain TCP, pread into the output on
 // TLS: see Transport::zero_copy_files and Http2Output); a ResponseStream
 // (FastCGI) is relayed as it arrives, its back-pressure mapped onto HTTP/2
