@@ -1,9 +1,8 @@
 // HPACK, header compression for HTTP/2 (RFC 7541): a decoder for request header
 // blocks and an encoder made for a server's responses.
 //
-// Not used by the HTTP/2 engine yet: nghttp2 still encodes and decodes there
-// (src/http/http2_*.cc). This is the first building block of lepus's own
-// HTTP/2 code (issue 38) and is wired in together with the own frame layer.
+// The HTTP/2 engine's (issue 38: src/http/http2_receive.cc decodes the
+// requests, http2_send.cc encodes the responses).
 // test/http/hpack_test.cc checks it against RFC 7541's examples and, as an
 // oracle, nghttp2's inflater; test/fuzz/hpack_fuzz.cc does the same on
 // generated inputs.
@@ -62,6 +61,11 @@ public:
                           std::string_view(text_.data() + field.value_offset, field.value_length),
                           field.static_name_index, field.never_indexed};
     }
+    // The text the fields lie in, and where field `i`'s value starts in it (a
+    // name without a static index lies just before its value): lets a caller
+    // copy a whole list at once and keep the fields as offsets.
+    std::string_view text() const { return {text_.data(), text_used_}; }
+    size_t value_offset(size_t i) const { return fields_[i].value_offset; }
     // RFC 9113 §6.5.2's size of the list: names and values plus 32 per field.
     size_t list_size() const { return list_size_; }
     void clear() {
@@ -161,6 +165,10 @@ public:
     // is sent by its index, a field the tables hold whole by its index.
     void encode(std::string_view name, std::string_view value, HpackIndexing indexing,
                 std::string& out);
+    // The same, for a caller that knows the name's static index
+    // (detail::hpack_static_name_index(name), 0: none): no lookup.
+    void encode_known(uint8_t static_name, std::string_view name, std::string_view value,
+                      HpackIndexing indexing, std::string& out);
 
     // Whether WithoutIndexing and NeverIndexed values are Huffman-coded when
     // that is shorter (default: no, sent as they are). These values change
@@ -171,7 +179,18 @@ public:
 
     const detail::HpackDynamicTable& table() const { return table_; }
 
+    // Names this encoder's dynamic table as it is now, unique among the
+    // encoders of the thread: it changes whenever the table does. Two
+    // encodings of the same fields under the same state_id() are the same
+    // bytes (the HTTP/2 engine reuses a response head's block that way).
+    uint64_t state_id() const { return state_id_; }
+
 private:
+    static uint64_t next_state_id() {
+        thread_local uint64_t last = 0;
+        return ++last;
+    }
+
     // The dynamic index (62 + position) of (name, value), or 0; `name_index`
     // gets the index of an entry with that name when there is no exact match.
     // `static_name` is the name's static index (0: none): entries are compared by it.
@@ -185,6 +204,7 @@ private:
     uint32_t smallest_pending_size_ = 0;
     bool size_update_pending_ = false;
     bool huffman_for_literals_ = false;
+    uint64_t state_id_ = next_state_id();
 };
 
 } // namespace lepus

@@ -54,6 +54,20 @@ void finish(std::string& out, const uint8_t* end) {
     out.resize(static_cast<size_t>(reinterpret_cast<const char*>(end) - out.data()));
 }
 
+// Writes at most `most` bytes with `write(at)` (which returns its end) onto
+// `out`: a usual field goes through a buffer on the stack, so that `out` is
+// not zero-filled first (resize) only to be written over.
+template <class Write> void emit(std::string& out, size_t most, Write write) {
+    constexpr size_t kOnStack = 256;
+    if (most <= kOnStack) {
+        uint8_t buffer[kOnStack];
+        const uint8_t* end = write(buffer);
+        out.append(reinterpret_cast<const char*>(buffer), static_cast<size_t>(end - buffer));
+        return;
+    }
+    finish(out, write(room(out, most)));
+}
+
 } // namespace
 
 HpackEncoder::HpackEncoder(uint32_t max_table_size)
@@ -72,6 +86,7 @@ void HpackEncoder::set_peer_max_table_size(uint32_t peer_max_table_size) {
     smallest_pending_size_ = size_update_pending_ ? std::min(smallest_pending_size_, size) : size;
     size_update_pending_ = true;
     table_.set_max_size(size);
+    state_id_ = next_state_id();
 }
 
 void HpackEncoder::begin_block(std::string& out) {
@@ -145,7 +160,11 @@ size_t HpackEncoder::find(std::string_view name, uint8_t static_name, std::strin
 
 void HpackEncoder::encode(std::string_view name, std::string_view value, HpackIndexing indexing,
                           std::string& out) {
-    const uint8_t static_name = detail::hpack_static_name_index(name);
+    encode_known(detail::hpack_static_name_index(name), name, value, indexing, out);
+}
+
+void HpackEncoder::encode_known(uint8_t static_name, std::string_view name, std::string_view value,
+                                HpackIndexing indexing, std::string& out) {
     size_t name_index = static_name;
     if (indexing == HpackIndexing::Incremental) {
         if (size_t index = detail::hpack_static_field_index(static_name, value); index != 0) {
@@ -153,32 +172,35 @@ void HpackEncoder::encode(std::string_view name, std::string_view value, HpackIn
             return;
         }
         if (size_t index = find(name, static_name, value, name_index); index != 0) {
-            uint8_t* at = room(out, kMaxIntegerBytes);
-            finish(out, write_integer(at, 0x80, 7, index)); // §6.1
+            emit(out, kMaxIntegerBytes,
+                 [&](uint8_t* at) { return write_integer(at, 0x80, 7, index); }); // §6.1
             return;
         }
     }
-    uint8_t* const start =
-        room(out, 3 * kMaxIntegerBytes + (name_index != 0 ? 0 : name.size()) + value.size());
-    uint8_t* at = start;
-    // §6.2.1: 01 and a 6-bit index; §6.2.2: 0000 and §6.2.3: 0001, a 4-bit index.
-    switch (indexing) {
-    case HpackIndexing::Incremental:
-        at = write_integer(at, 0x40, 6, name_index);
-        break;
-    case HpackIndexing::WithoutIndexing:
-        at = write_integer(at, 0x00, 4, name_index);
-        break;
-    case HpackIndexing::NeverIndexed:
-        at = write_integer(at, 0x10, 4, name_index);
-        break;
-    }
     // A name is sent once per connection when it is indexed: worth its coding.
     const bool huffman_value = indexing == HpackIndexing::Incremental || huffman_for_literals_;
-    if (name_index == 0) at = write_string(at, name, indexing == HpackIndexing::Incremental);
-    at = write_string(at, value, huffman_value);
-    finish(out, at);
-    if (indexing == HpackIndexing::Incremental) table_.insert(name, value, static_name);
+    emit(out, 3 * kMaxIntegerBytes + (name_index != 0 ? 0 : name.size()) + value.size(),
+         [&](uint8_t* at) {
+             // §6.2.1: 01 and a 6-bit index; §6.2.2: 0000 and §6.2.3: 0001, a 4-bit index.
+             switch (indexing) {
+             case HpackIndexing::Incremental:
+                 at = write_integer(at, 0x40, 6, name_index);
+                 break;
+             case HpackIndexing::WithoutIndexing:
+                 at = write_integer(at, 0x00, 4, name_index);
+                 break;
+             case HpackIndexing::NeverIndexed:
+                 at = write_integer(at, 0x10, 4, name_index);
+                 break;
+             }
+             if (name_index == 0)
+                 at = write_string(at, name, indexing == HpackIndexing::Incremental);
+             return write_string(at, value, huffman_value);
+         });
+    if (indexing == HpackIndexing::Incremental) {
+        table_.insert(name, value, static_name);
+        state_id_ = next_state_id();
+    }
 }
 
 } // namespace lepus

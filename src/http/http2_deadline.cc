@@ -5,13 +5,11 @@
 // http2_engine.cc (reading, writing, streams and responses) so that the
 // timeout policy reads in one place and both files stay a readable size
 // (issue 31).
-#include "http/detail/http2_memory.h"
 #include "http/detail/http2_stream.h"
 #include "http/http2_engine.h"
 #include "log/error_log.h"
 
 #include <algorithm>
-#include <nghttp2/nghttp2.h>
 
 namespace lepus {
 
@@ -21,9 +19,8 @@ void Http2Engine::plan_deadline() {
     // the client's flow-control window (a peer that never opens it is closed
     // at the send timeout, as one that never reads).
     bool stalled =
-        write_blocked_ || std::any_of(streams_.begin(), streams_.end(), [](const auto& entry) {
-            return entry.second->submitted && !entry.second->deferred;
-        });
+        write_blocked_ || std::any_of(streams_.begin(), streams_.end(),
+                                      [](const auto& stream) { return has_data(*stream); });
     // The first interval starts when output began to wait; on_deadline()
     // starts the next ones while the client keeps up the minimum rate.
     if (stalled && !stalled_) send_rate_.start(context_.clock.now_ms);
@@ -32,12 +29,9 @@ void Http2Engine::plan_deadline() {
         deadline_ = send_rate_.deadline(options.send_timeout_ms);
     else if (streams_.empty())
         // The preface and first request under the header deadline, then the
-        // keep-alive timeout (with a stop a second in, when the frame buffer
-        // is trimmed: on_deadline).
+        // keep-alive timeout.
         deadline_ = last_activity_ms_ +
-                    (requests_ == 0 ? options.header_timeout_ms
-                     : trimmed_     ? options.keepalive_timeout_ms
-                                    : std::min(kTrimAfterIdleMs, options.keepalive_timeout_ms));
+                    (requests_ == 0 ? options.header_timeout_ms : options.keepalive_timeout_ms);
     else
         deadline_ = 0; // streams wait on their backends, which have their own timeouts
     // A stream waiting for its client's body: the body timeout, as HTTP/1.1
@@ -49,7 +43,7 @@ void Http2Engine::plan_deadline() {
 // Whether `stream` waits for request body bytes its response stream would
 // take (one reset for its body, accounted then, waits no more).
 static bool waits_for_body(const Http2Stream& stream) {
-    return stream.started && stream.exchange.stream && !stream.request_ended &&
+    return stream.started && !stream.closed && stream.exchange.stream && !stream.request_ended &&
            !stream.body_ended && !stream.submitted && !stream.accounted &&
            stream.body_pending.empty();
 }
@@ -65,7 +59,7 @@ static uint64_t body_due(const Http2Stream& stream, const Http1Options& options)
 uint64_t Http2Engine::body_deadline() {
     const Http1Options& options = context_.options;
     uint64_t earliest = 0;
-    for (auto& [id, stream] : streams_) {
+    for (auto& stream : streams_) {
         bool waiting = waits_for_body(*stream);
         bool rate_bound =
             waiting && stream->exchange.body_holds_backend && options.min_body_rate > 0;
@@ -86,7 +80,8 @@ bool Http2Engine::reset_idle_bodies() {
     const Http1Options& options = context_.options;
     uint64_t now = context_.clock.now_ms;
     bool any = false;
-    for (auto& [id, stream] : streams_) {
+    for (auto& stream : streams_) {
+        int32_t id = stream->id;
         if (!waits_for_body(*stream) || body_due(*stream, options) > now) continue;
         if (stream->body_rate.waiting()) {
             // A trickle (a byte every 20 s) would hold the backend connection
@@ -105,7 +100,7 @@ bool Http2Engine::reset_idle_bodies() {
         // nginx's client_body_timeout: 408 in the log; the stream is cancelled.
         if (!stream->accounted) context_.handler.account(stream->exchange, 408, 0);
         stream->accounted = true;
-        reset_stream(id, NGHTTP2_CANCEL);
+        reset_stream(uint32_t(id), Http2Error::Cancel);
         any = true;
     }
     return any;
@@ -117,16 +112,6 @@ Http2Engine::Next Http2Engine::on_deadline() {
     uint64_t now = context_.clock.now_ms;
     if (deadline_ == 0 || now < deadline_) return Next::Wait;
     if (lingering_) return Next::Close;
-    if (!trimmed_ && requests_ > 0 && streams_.empty() && output_.empty() && !write_blocked_ &&
-        !nghttp2_session_want_write(session_) && now - last_activity_ms_ >= kTrimAfterIdleMs) {
-        // Idle for a while: nghttp2 keeps no bytes in its frame buffer
-        // between frames, so its pages go back to the kernel (about 4 KiB an
-        // idle connection: the page SETTINGS and header blocks were packed in).
-        memory_->trim();
-        trimmed_ = true;
-        plan_deadline();
-        if (deadline_ == 0 || now < deadline_) return Next::Wait;
-    }
     if (uint64_t body = body_deadline(); body != 0 && body <= now) {
         // Streams whose client stopped sending its body (--body-timeout), or
         // sends it slower than --min-body-rate, are reset: the connection
@@ -148,7 +133,7 @@ Http2Engine::Next Http2Engine::on_deadline() {
     }
     // Idle: a GOAWAY says so (RFC 9113 §6.8), if the socket takes it.
     if (!write_blocked_) {
-        nghttp2_session_terminate_session(session_, NGHTTP2_NO_ERROR);
+        terminate(Http2Error::NoError);
         write_output();
     }
     return Next::Close;

@@ -32,13 +32,10 @@ bool is_connection_field(std::string_view name) {
     }
 }
 
-// NO_COPY: nghttp2_submit_response keeps the pointers instead of copying
-// (and lowercasing again) every name and value, 1,100 instructions a
-// response of 9 fields under callgrind; see head_to_fields for the lifetime.
-nghttp2_nv field(const char* name, size_t name_size, const char* value, size_t value_size) {
-    return nghttp2_nv{reinterpret_cast<uint8_t*>(const_cast<char*>(name)),
-                      reinterpret_cast<uint8_t*>(const_cast<char*>(value)), name_size, value_size,
-                      NGHTTP2_NV_FLAG_NO_COPY_NAME | NGHTTP2_NV_FLAG_NO_COPY_VALUE};
+// Pointers into the head and its text, never copies; see head_to_fields for the lifetime.
+HeadField field(const char* name, size_t name_size, const char* value, size_t value_size) {
+    return HeadField{reinterpret_cast<uint8_t*>(const_cast<char*>(name)),
+                     reinterpret_cast<uint8_t*>(const_cast<char*>(value)), name_size, value_size};
 }
 
 constexpr size_t kDigitsMax = 24; // a uint64_t in decimal, with room to spare
@@ -49,19 +46,19 @@ constexpr size_t kDigitsMax = 24; // a uint64_t in decimal, with room to spare
 // trim (the text parse this replaced cost 1,750 instructions a response of
 // about 25,400 under callgrind, h2 over TLS, a 612-byte page).
 void head_to_fields(const ResponseHead& head, time_t now, HeadText& text,
-                    std::vector<nghttp2_nv>& fields) {
+                    std::vector<HeadField>& fields) {
     size_t names = 0;
     head.for_each([&](std::string_view name, std::string_view) { names += name.size(); });
     char* at = text.room(names + kImfFixdateLength + 2 * kDigitsMax);
     // Written by index, not push_back (its capacity check and call per
     // field), then cut to what was written.
     fields.resize(head.field_count() + 4);
-    nghttp2_nv* out = fields.data();
+    HeadField* out = fields.data();
 
     char* status = at;
     at = std::to_chars(at, at + kDigitsMax, head.status).ptr;
     *out++ = field(":status", 7, status, size_t(at - status));
-    // Copied: the per-second cache changes under a HEADERS that waits in nghttp2.
+    // Copied: the per-second cache changes under a head that waits (HTTP/3).
     std::string_view date = cached_http_date(now);
     char* date_at = at;
     at = std::copy(date.begin(), date.end(), at);

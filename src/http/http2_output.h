@@ -1,5 +1,5 @@
 // Http2Output: what an HTTP/2 connection has produced and not yet written, in
-// order: nghttp2's frames, and the DATA frames of response bodies. A file
+// order: control frames and HEADERS, and the DATA frames of response bodies. A file
 // frame's payload is either copied in after its header (pread, for TLS) or left
 // in the file as a segment that write() hands to Transport::send_file (sendfile
 // on plain TCP, no copy through user memory), as nginx's
@@ -9,8 +9,8 @@
 // Transport::writev, so a batch of frames is one system call and the payload's
 // only copy is the kernel's (or the cipher's, on TLS).
 //
-// Lifetime: nghttp2 closes a stream as soon as it has produced the stream's
-// last frame (nghttp2_session_mem_send), before lepus wrote it; the stream's
+// Lifetime: the engine closes a stream as soon as it has produced the
+// stream's last frame, before it is written; the stream's
 // Response, and with it the FileRef that keeps the file open, may then be gone,
 // and a client's RST_STREAM does the same at any time. A frame whose header is
 // queued must still be finished (its length is promised), so each segment holds
@@ -42,7 +42,7 @@ public:
         FileEnded, // a file ended or failed before its segment was sent (file_error())
     };
 
-    // Appends bytes as they are (frames nghttp2 serialized).
+    // Appends bytes as they are (frames serialized).
     void append(std::string_view bytes);
     // Appends a DATA frame: `header`, then `length` bytes of `fd` from `offset`
     // read now with pread. 0, or the errno value that stopped the read (EIO:
@@ -79,6 +79,8 @@ public:
     // keeps none.
     void release();
 
+    // The bytes queued in memory (segment payloads aside), for tests.
+    std::string_view bytes() const { return bytes_; }
     // The number of segments queued, for tests.
     size_t segments() const { return segments_.size() - next_segment_; }
 

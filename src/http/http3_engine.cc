@@ -38,13 +38,13 @@ struct Http3Stream {
 // NO_COPY fields), so one scratch block serves every stream of the connection.
 struct Http3Engine::HeadFields {
     detail::HeadText text;
-    std::vector<nghttp2_nv> fields;
+    std::vector<detail::HeadField> fields;
     std::vector<nghttp3_nv> out;
 
     const std::vector<nghttp3_nv>& build(const ResponseHead& head, time_t now) {
         detail::head_to_fields(head, now, text, fields);
         out.clear();
-        for (const nghttp2_nv& field : fields)
+        for (const detail::HeadField& field : fields)
             out.push_back(nghttp3_nv{field.name, field.value, field.namelen, field.valuelen,
                                      NGHTTP3_NV_FLAG_NONE});
         return out;

@@ -79,6 +79,15 @@ public:
 
     // The fields as HTTP/1.1 lines (the block's text copied in one piece).
     void append_http1_fields(std::string& out) const;
+    // The same lines where they lie, the block's then the own ones, when the
+    // own text holds nothing else (no edit rewrote it): equal lines are equal
+    // fields, which lets the HTTP/2 engine recognise a head it encoded before.
+    bool fields_text(std::string_view& block, std::string_view& own) const {
+        if (rewritten_) return false;
+        block = block_text_;
+        own = text_;
+        return true;
+    }
 
 private:
     // Copies the block's fields into the head's own, ahead of them (before an

@@ -2,7 +2,9 @@
 http2_test.py's): HPACK references that decode far past the header list limit
 (item 4), streams the server is made to reset, MadeYouReset (CVE-2025-8671),
 and a rapid reset burst below nghttp2's own limit (item 3), and frames RFC 9113
-says to ignore: DATA on streams lepus refused or reset (item 8). Every attack
+says to ignore: DATA on streams lepus refused or reset (item 8); and, since
+lepus's own frame layer replaced nghttp2 (issue 38), each limit nghttp2 used
+to keep: stream-id misuse, SETTINGS floods, empty DATA floods. Every attack
 is bounded in count and time; the assertions are what lepus answers."""
 import json
 import socket
@@ -11,12 +13,14 @@ import sys
 import unittest
 
 import harness
-from http2_test import (CONTINUATION, DATA, END_HEADERS, END_STREAM, GOAWAY, HEADERS, PREFACE,
-                        RST_STREAM, SETTINGS, curl, frame, goaway_code, hpack, hpack_int,
+from http2_test import (CONTINUATION, DATA, END_HEADERS, END_STREAM, GOAWAY, HEADERS, PING,
+                        PREFACE, RST_STREAM, SETTINGS, curl, frame, goaway_code, hpack, hpack_int,
                         read_frames, request_block)
 
 WINDOW_UPDATE = 8
 ENHANCE_YOUR_CALM, REFUSED_STREAM, STREAM_CLOSED = 0xB, 0x7, 0x5
+PROTOCOL_ERROR = 0x1
+PING_WAIT = b"<wait for the answer>"  # marks where test_stream_id_misuse waits
 
 
 def post_block(path=b"/post.txt"):
@@ -191,6 +195,77 @@ class Http2Attacks(harness.LepusTestCase):
             self.assertEqual(set(resets(frames)), set(streams))
             sock.sendall(b"".join(frame(DATA, END_STREAM, s, b"late") for s in streams))
             self.assert_still_serves(sock, 41)
+
+    def goaway_after(self, data, seconds=10):
+        """Sends `data` after the preface; the GOAWAY's code, once the connection closed."""
+        with self.connect() as sock:
+            send(sock, data)
+            frames, closed = frames_until(sock, lambda fs: False, seconds=seconds)
+        self.assertTrue(closed, frames[-3:])
+        return goaway_code(frames)
+
+    # Stream ids misused (RFC 9113 §5.1, §5.1.1): connection errors, each with its code.
+    def test_stream_id_misuse(self):
+        get = lambda stream: frame(HEADERS, END_HEADERS | END_STREAM, stream, request_block())
+        cases = {
+            "even id": (get(2), PROTOCOL_ERROR),
+            "decreasing id": (get(5) + get(3), PROTOCOL_ERROR),
+            "DATA on an idle stream": (frame(DATA, 0, 7, b"x"), PROTOCOL_ERROR),
+            "WINDOW_UPDATE on an idle stream": (frame(WINDOW_UPDATE, 0, 9, struct.pack(">I", 1)),
+                                                PROTOCOL_ERROR),
+            "RST_STREAM on an idle stream": (frame(RST_STREAM, 0, 9, struct.pack(">I", 8)),
+                                             PROTOCOL_ERROR),
+            # Stream 1 ended by the client and answered: closed (§5.1).
+            "HEADERS on a closed stream": (get(1) + PING_WAIT + get(1), STREAM_CLOSED),
+            "DATA on a closed stream": (get(1) + PING_WAIT + frame(DATA, 0, 1, b"x"),
+                                        STREAM_CLOSED),
+        }
+        for name, (data, code) in cases.items():
+            with self.subTest(name):
+                if PING_WAIT in data:
+                    # The stream's answer must be out (and the stream closed) first.
+                    first, rest = data.split(PING_WAIT)
+                    with self.connect() as sock:
+                        send(sock, first)
+                        frames_until(sock, lambda fs: 1 in answered(fs) and any(
+                            f[0] == DATA and f[1] & END_STREAM for f in fs))
+                        send(sock, rest)
+                        frames, closed = frames_until(sock, lambda fs: False)
+                    self.assertTrue(closed)
+                    self.assertEqual(goaway_code(frames), code)
+                else:
+                    self.assertEqual(self.goaway_after(data), code)
+                self.assert_serves_a_new_connection()
+
+    def assert_serves_a_new_connection(self):
+        with self.connect() as sock:
+            self.assert_still_serves(sock, 1)
+
+    # SETTINGS flood: each SETTINGS owes an ACK; a client that sends them and
+    # does not read is cut off (a bound on the ACKs queued), as a PING flood is.
+    def test_settings_flood_from_a_client_that_does_not_read_is_cut_off(self):
+        sock = socket.socket()
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)  # it barely reads
+        with sock:
+            sock.connect(("127.0.0.1", self.server.port))
+            sock.settimeout(10)
+            send(sock, PREFACE + frame(SETTINGS, 0, 0) +
+                 frame(SETTINGS, 0, 0, struct.pack(">HI", 4, 65535)) * 20000)
+            frames, closed = frames_until(sock, lambda fs: False)
+        self.assertTrue(closed)
+        self.assertIn(goaway_code(frames), (None, ENHANCE_YOUR_CALM))
+        self.assertLess(sum(1 for f in frames if f[0] == SETTINGS), 20000)
+
+    # A SETTINGS frame of hundreds of values (a client has 7 to send): ENHANCE_YOUR_CALM.
+    def test_a_settings_frame_of_hundreds_of_values_gets_goaway(self):
+        values = struct.pack(">HI", 4, 65535) * 500
+        self.assertEqual(self.goaway_after(frame(SETTINGS, 0, 0, values)), ENHANCE_YOUR_CALM)
+
+    # Empty DATA frames without END_STREAM carry nothing and end nothing: a
+    # flood of them on an open stream gets GOAWAY ENHANCE_YOUR_CALM.
+    def test_empty_data_flood_gets_goaway(self):
+        flood = frame(HEADERS, END_HEADERS, 1, post_block()) + frame(DATA, 0, 1) * 5000
+        self.assertEqual(self.goaway_after(flood), ENHANCE_YOUR_CALM)
 
 
 def padded_block(first):

@@ -270,7 +270,34 @@ def hpack():
         write("hpack", payload, splits=[(0, 0)], options=options)
 
 
+def h2_frame(kind, flags, stream, payload=b""):
+    return struct.pack(">I", len(payload))[1:] + bytes([kind, flags]) + \
+        struct.pack(">I", stream) + payload
+
+
+H2_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
+
+
+def http2_frames():
+    """A client's byte stream (options bit 0: no preface expected)."""
+    get = bytes.fromhex("828684") + hpack_literal(b"", b"localhost", first=0x40, name_index=1)
+    settings = h2_frame(4, 0, 0, struct.pack(">HIHI", 3, 100, 4, 1 << 20))
+    browser = (H2_PREFACE + settings + h2_frame(8, 0, 0, struct.pack(">I", 15663105)) +
+               h2_frame(1, 0x25, 1, struct.pack(">IB", 0, 200) + get) +
+               h2_frame(4, 1, 0) + h2_frame(6, 0, 0, b"12345678"))
+    post = (H2_PREFACE + settings +
+            h2_frame(1, 0x08, 3, b"\x02" + get + b"pp") + h2_frame(9, 0x04, 3, b"") +
+            h2_frame(0, 0x08, 3, b"\x03body" + b"\0" * 3) + h2_frame(0, 0x01, 3, b"end") +
+            h2_frame(2, 0, 5, struct.pack(">IB", 3, 16)) + h2_frame(3, 0, 3, struct.pack(">I", 8)) +
+            h2_frame(0x42, 0, 0, b"unknown") + h2_frame(7, 0, 0, struct.pack(">II", 3, 0)))
+    flood = H2_PREFACE + settings + h2_frame(1, 0, 1, get) + h2_frame(9, 0, 1, b"x") * 10
+    for payload in (browser, post, flood):
+        write("http2_frames", payload)
+    write("http2_frames", post[len(H2_PREFACE):], splits=[(0, 0), (3, 9)], options=1)
+
+
 def main():
+    http2_frames()
     hpack()
     basic_auth()
     requests()

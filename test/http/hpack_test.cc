@@ -397,6 +397,44 @@ TEST(HpackEncoder, RepeatedValuesBecomeOneIndexAndChangingOnesStayRaw) {
     EXPECT_EQ(fields_of(list), (Fields{{"server", "lepus"}, {"content-length", "612"}}));
 }
 
+// encode_known (the caller gives the static index) writes what encode
+// writes, long values (past the encoder's stack buffer) included.
+TEST(HpackEncoder, KnownStaticNamesEncodeAsLookedUpOnes) {
+    HpackEncoder looked_up, known;
+    std::string a, b;
+    const std::string long_value(1000, 'v');
+    for (auto indexing : {HpackIndexing::Incremental, HpackIndexing::WithoutIndexing}) {
+        for (std::string_view value : {std::string_view("lepus"), std::string_view(long_value)}) {
+            looked_up.encode("server", value, indexing, a);
+            known.encode_known(54, "server", value, indexing, b);
+            looked_up.encode("x-own", value, indexing, a);
+            known.encode_known(0, "x-own", value, indexing, b);
+        }
+    }
+    EXPECT_EQ(hex_of(a), hex_of(b));
+}
+
+// state_id names the table's contents: it moves when an entry goes in (or
+// the size changes), not when a field is sent from the tables, and two
+// encoders never share one (the HTTP/2 engine's head cache relies on it).
+TEST(HpackEncoder, StateIdMovesWithTheTableOnly) {
+    HpackEncoder encoder, other;
+    EXPECT_NE(encoder.state_id(), other.state_id());
+    std::string out;
+    uint64_t start = encoder.state_id();
+    encoder.encode("content-type", "text/html", HpackIndexing::Incremental, out);
+    uint64_t after_insert = encoder.state_id();
+    EXPECT_NE(after_insert, start);
+    encoder.encode("content-type", "text/html", HpackIndexing::Incremental, out); // a hit
+    encoder.encode(":method", "GET", HpackIndexing::Incremental, out);            // static
+    encoder.encode("etag", "\"1\"", HpackIndexing::WithoutIndexing, out);
+    EXPECT_EQ(encoder.state_id(), after_insert);
+    other.encode("x-a", "1", HpackIndexing::Incremental, out);
+    EXPECT_NE(other.state_id(), after_insert);
+    encoder.set_peer_max_table_size(0);
+    EXPECT_NE(encoder.state_id(), after_insert);
+}
+
 TEST(HpackEncoder, SmallerTableIsAnnouncedAtTheFirstBlock) {
     HpackEncoder encoder(100);
     std::string block;

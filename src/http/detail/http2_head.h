@@ -7,8 +7,8 @@
 #include <array>
 #include <ctime>
 #include <memory>
-#include <nghttp2/nghttp2.h>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace lepus::detail {
@@ -40,15 +40,24 @@ private:
     size_t heap_size_ = 0;
 };
 
+// One field of a response's header block, pointing into the head and its
+// HeadText: the HTTP/2 engine encodes it with HPACK, the HTTP/3 engine hands
+// it to nghttp3 (whose nghttp3_nv has the same first four members).
+struct HeadField {
+    uint8_t* name;
+    uint8_t* value;
+    size_t namelen;
+    size_t valuelen;
+    std::string_view name_view() const { return {reinterpret_cast<const char*>(name), namelen}; }
+    std::string_view value_view() const { return {reinterpret_cast<const char*>(value), valuelen}; }
+};
+
 // `head` as an HTTP/2 header block in `fields`: ":status" first, then date and
 // server, the head's fields with their names lowercased (RFC 9113 §8.2.1)
 // and connection fields dropped (§8.2.2), then content-length. Values point
-// into `head`; names, the date and digits into `text`. The fields are marked
-// NO_COPY: nghttp2 reads them when it packs the HEADERS frame (in a later
-// nghttp2_session_mem_send), so `head` and `text` must stay as they are
-// until then or until the stream closes (nghttp2 then drops the frame
-// unread): the HTTP/2 engine keeps `text` in the stream, beside its head.
+// into `head`; names, the date and digits into `text`: both must stay as they
+// are while the fields are read.
 void head_to_fields(const ResponseHead& head, time_t now, HeadText& text,
-                    std::vector<nghttp2_nv>& fields);
+                    std::vector<HeadField>& fields);
 
 } // namespace lepus::detail
