@@ -335,6 +335,10 @@ SCENARIOS = [
              _single("h2 4k", lambda c, s: h2load(c, s, "/4k.html", 100, 10)), tls=True),
     Scenario("h2-100k", "h2load -c10 -m1 on /100k.bin over HTTPS (ALPN h2)", ["h2load"], _turn,
              _single("h2 100k", lambda c, s: h2load(c, s, "/100k.bin", 10, 1)), tls=True),
+    # Issue 38: many streams on few connections, as a browser's page of assets.
+    Scenario("h2-m100", "h2load -c10 -m100 on / over HTTPS (ALPN h2): 100 concurrent streams "
+             "per connection", ["h2load"], _turn,
+             _single("h2 m100", lambda c, s: h2load(c, s, "/", 10, 100)), tls=True),
     Scenario("h2c-small", "h2load -c100 -m10 on / over plain TCP (h2c, prior knowledge)",
              ["h2load"], _turn,
              _single("h2c small", lambda c, s: h2load(c, s, "/", 100, 10, tls=False)), only=H2C_SERVERS),
