@@ -134,8 +134,8 @@ enum class HpackIndexing : uint8_t {
     // Added to the dynamic table, then sent as one index while it stays there:
     // for values repeated from response to response (server, content-type).
     Incremental,
-    // Sent literally, not added: values that change with every response (date,
-    // content-length, etag, last-modified); adding them would only evict the
+    // Sent literally, not added: values that change with every response
+    // (content-length, etag, last-modified); adding them would only evict the
     // entries that repeat.
     WithoutIndexing,
     // Sent literally and marked so no intermediary indexes it (§7.1.3): secrets

