@@ -79,8 +79,8 @@ namespace {
 constexpr size_t kNameSlots = 128;
 
 size_t name_slot(std::string_view name) {
-    return (name.size() * 31 + static_cast<uint8_t>(name[0]) * 7 +
-            static_cast<uint8_t>(name.back()) * 3) %
+    return (name.size() * 31 + size_t{static_cast<uint8_t>(name[0])} * 7 +
+            size_t{static_cast<uint8_t>(name.back())} * 3) %
            kNameSlots;
 }
 

@@ -196,7 +196,7 @@ void Http2Engine::encode_head_fields(Http2Stream& stream, std::string& block) {
 
 bool Http2Engine::send_data(Http2Stream& stream) {
     if (!has_data(stream) || !window_open(stream)) return false;
-    int64_t window =
+    auto window =
         std::min<int64_t>({send_window_, stream.send_window,
                            int64_t(std::min(peer_max_frame_size_, kHttp2DefaultMaxFrameSize))});
     window = std::max<int64_t>(window, 0);
