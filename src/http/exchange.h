@@ -49,9 +49,10 @@ struct ConnectionInfo {
     SocketAddress peer;
     // Who the connection really comes from (the proxy, when there is one).
     SocketAddress socket_peer;
-    int fd = -1;          // for getsockname, once, when a handler asks
-    bool secure = false;  // TLS: HTTPS=on for scripts
-    bool alpn_h2 = false; // TLS whose ALPN chose "h2": the client speaks HTTP/2 only
+    int fd = -1;           // for getsockname, once, when a handler asks
+    bool secure = false;   // TLS: HTTPS=on for scripts
+    bool alpn_h2 = false;  // TLS whose ALPN chose "h2": the client speaks HTTP/2 only
+    bool h2c_only = false; // an h2c:// listener: HTTP/2 with prior knowledge only (RFC 9113 §3.3)
     // After the TLS handshake: OpenSSL's static names, for SSL_PROTOCOL and SSL_CIPHER.
     std::string_view tls_protocol, tls_cipher;
 

@@ -310,9 +310,10 @@ Http1Engine::Step Http1Engine::read_head() {
 // ALPN "h2" on TLS, or at once on a plain port (h2c with prior knowledge, §3.3).
 Http1Engine::Step Http1Engine::detect_http2() {
     static constexpr std::string_view kPreface = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+    // An h2c:// listener, or ALPN "h2": whatever comes is HTTP/2's to judge (a
+    // bad preface is a connection error there, RFC 9113 §3.4, not an HTTP/1.1 400).
+    if (info_.h2c_only) return Step::Http2;
     if (!(info_.secure ? context_.options.http2 : context_.options.h2c)) return Step::Continue;
-    // ALPN chose h2: whatever comes is HTTP/2's to judge (a bad preface is a
-    // connection error there, RFC 9113 §3.4, not an HTTP/1.1 400).
     if (info_.alpn_h2) return Step::Http2;
     const Http1RequestState& s = *state_;
     std::string_view received(s.input.data(), std::min(s.input_end, kPreface.size()));

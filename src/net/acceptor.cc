@@ -27,11 +27,13 @@ UniqueFd open_reserve_fd() {
 } // namespace
 
 Acceptor::Acceptor(std::vector<UniqueFd> listeners, std::vector<int> tls_listeners,
-                   std::span<Reactor* const> reactors, std::span<ReactorLoad> loads,
-                   std::atomic<int64_t>& live_total, const AcceptorOptions& options)
+                   std::vector<int> h2c_listeners, std::span<Reactor* const> reactors,
+                   std::span<ReactorLoad> loads, std::atomic<int64_t>& live_total,
+                   const AcceptorOptions& options)
     : listeners_(std::move(listeners)), tls_listeners_(std::move(tls_listeners)),
-      reactors_(reactors.begin(), reactors.end()), woken_(reactors_.size(), false),
-      balancer_(loads), admission_(live_total, options.max_connections), options_(options) {}
+      h2c_listeners_(std::move(h2c_listeners)), reactors_(reactors.begin(), reactors.end()),
+      woken_(reactors_.size(), false), balancer_(loads),
+      admission_(live_total, options.max_connections), options_(options) {}
 
 bool Acceptor::init(std::string& error) {
     wake_fd_.reset(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
@@ -62,13 +64,14 @@ void Acceptor::request_stop() {
 }
 
 void Acceptor::change_listeners(std::vector<UniqueFd> added, std::vector<int> removed,
-                                std::vector<int> added_tls) {
+                                std::vector<int> added_tls, std::vector<int> added_h2c) {
     {
         std::lock_guard lock(changes_mutex_);
         for (UniqueFd& fd : added)
             changes_.added.push_back(std::move(fd));
         changes_.removed.insert(changes_.removed.end(), removed.begin(), removed.end());
         changes_.added_tls.insert(changes_.added_tls.end(), added_tls.begin(), added_tls.end());
+        changes_.added_h2c.insert(changes_.added_h2c.end(), added_h2c.begin(), added_h2c.end());
     }
     uint64_t one = 1;
     [[maybe_unused]] ssize_t n = write(wake_fd_.get(), &one, sizeof one);
@@ -82,9 +85,12 @@ Acceptor::ListenerChange Acceptor::take_changes() {
 }
 
 void Acceptor::note_tls_listeners(const ListenerChange& change) {
-    for (int fd : change.removed)
+    for (int fd : change.removed) {
         std::erase(tls_listeners_, fd);
+        std::erase(h2c_listeners_, fd);
+    }
     tls_listeners_.insert(tls_listeners_.end(), change.added_tls.begin(), change.added_tls.end());
+    h2c_listeners_.insert(h2c_listeners_.end(), change.added_h2c.begin(), change.added_h2c.end());
 }
 
 void Acceptor::apply_changes_epoll() {
@@ -155,6 +161,8 @@ bool Acceptor::dispatch(const AcceptedSocket& socket) {
 void Acceptor::take_connection(AcceptedSocket& socket, int listener) {
     socket.tls =
         std::find(tls_listeners_.begin(), tls_listeners_.end(), listener) != tls_listeners_.end();
+    socket.h2c =
+        std::find(h2c_listeners_.begin(), h2c_listeners_.end(), listener) != h2c_listeners_.end();
     if (!admission_.admit(socket)) return;
     if (!dispatch(socket)) admission_.refuse_admitted(socket.fd, socket.tls);
 }

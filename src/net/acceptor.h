@@ -36,10 +36,12 @@ struct AcceptorOptions {
 
 class Acceptor {
 public:
-    // `tls_listeners`: the fds among `listeners` whose connections speak TLS.
+    // `tls_listeners`: the fds among `listeners` whose connections speak TLS;
+    // `h2c_listeners`: those whose connections speak HTTP/2 only (h2c://).
     Acceptor(std::vector<UniqueFd> listeners, std::vector<int> tls_listeners,
-             std::span<Reactor* const> reactors, std::span<ReactorLoad> loads,
-             std::atomic<int64_t>& live_total, const AcceptorOptions& options);
+             std::vector<int> h2c_listeners, std::span<Reactor* const> reactors,
+             std::span<ReactorLoad> loads, std::atomic<int64_t>& live_total,
+             const AcceptorOptions& options);
 
     bool init(std::string& error);
     // Accepts until request_stop(); closes the listening sockets before returning.
@@ -48,9 +50,9 @@ public:
     void request_stop();
     // Any thread: start accepting on `added` and close the listeners whose fds
     // are in `removed` (the fds given at construction or in an earlier call);
-    // `added_tls`: the fds among `added` that are TLS listeners.
+    // `added_tls`, `added_h2c`: the fds among `added` that are TLS, h2c:// listeners.
     void change_listeners(std::vector<UniqueFd> added, std::vector<int> removed,
-                          std::vector<int> added_tls = {});
+                          std::vector<int> added_tls = {}, std::vector<int> added_h2c = {});
 
     uint64_t accepted() const { return admission_.accepted(); }
     uint64_t refused() const { return admission_.refused(); }
@@ -59,7 +61,7 @@ private:
     struct ListenerChange {
         std::vector<UniqueFd> added;
         std::vector<int> removed;
-        std::vector<int> added_tls;
+        std::vector<int> added_tls, added_h2c;
     };
 
     struct UringLoop; // acceptor_uring.cc
@@ -74,7 +76,7 @@ private:
     // client hears a close instead of waiting in the backlog; logs once a second.
     void shed_one(int listener, int error);
     bool is_listener(int fd) const;
-    // Applies a change's TLS marks (acceptor thread).
+    // Applies a change's TLS and h2c marks (acceptor thread).
     void note_tls_listeners(const ListenerChange& change);
     // Wakes the reactors that were handed sockets since the last call.
     void wake_reactors();
@@ -85,6 +87,7 @@ private:
 
     std::vector<UniqueFd> listeners_;
     std::vector<int> tls_listeners_; // a few fds: a linear search per accept is cheapest
+    std::vector<int> h2c_listeners_; // the same for h2c://
     std::vector<Reactor*> reactors_;
     std::vector<bool> woken_; // reactors handed a socket since the last wake_reactors()
     Balancer balancer_;

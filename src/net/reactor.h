@@ -37,6 +37,7 @@ struct AcceptedSocket {
     int fd = -1;
     SocketAddress peer;
     bool tls = false; // came in on a TLS (https://) listener
+    bool h2c = false; // came in on an h2c:// listener: HTTP/2 from the first byte
 };
 
 // Something registered in a reactor: a client connection or a backend socket.

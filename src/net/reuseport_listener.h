@@ -28,11 +28,12 @@ namespace lepus {
 
 class ReusePortListener final : public EventHandler {
 public:
-    // `tls`: the connections it accepts speak TLS (an https:// listener).
+    // `tls`: the connections it accepts speak TLS (an https:// listener);
+    // `h2c`: HTTP/2 with prior knowledge only (an h2c:// listener).
     ReusePortListener(Reactor& reactor, UniqueFd fd, std::atomic<int64_t>& live_total,
-                      int64_t max_connections, bool tls = false)
-        : reactor_(reactor), fd_(std::move(fd)), admission_(live_total, max_connections),
-          tls_(tls) {}
+                      int64_t max_connections, bool tls = false, bool h2c = false)
+        : reactor_(reactor), fd_(std::move(fd)), admission_(live_total, max_connections), tls_(tls),
+          h2c_(h2c) {}
 
     // Registers the listener with its reactor (reactor thread, or before it runs).
     bool start() { return reactor_.add(fd_.get(), this, EPOLLIN, false); }
@@ -55,6 +56,7 @@ private:
     UniqueFd fd_;
     Admission admission_;
     bool tls_;
+    bool h2c_;
 };
 
 class ReusePortListeners {
@@ -67,9 +69,9 @@ public:
     size_t reactors() const { return reactors_.size(); }
     // Before the reactors run: `fds` holds one socket per reactor, bound to the
     // same address with SO_REUSEPORT.
-    void start(const std::string& text, std::vector<UniqueFd> fds, bool tls);
+    void start(const std::string& text, std::vector<UniqueFd> fds, bool tls, bool h2c);
     // While they run (SIGHUP): the same, each reactor's part posted to it.
-    void add_running(const std::string& text, std::vector<UniqueFd> fds, bool tls);
+    void add_running(const std::string& text, std::vector<UniqueFd> fds, bool tls, bool h2c);
     // While they run: every reactor closes its socket of `text`.
     void remove_running(const std::string& text);
 
@@ -77,7 +79,7 @@ private:
     // shared_ptr: a listener made on the SIGHUP thread travels to its reactor
     // inside a std::function, which must be copyable.
     using Owned = std::map<std::string, std::shared_ptr<ReusePortListener>>;
-    std::shared_ptr<ReusePortListener> make(size_t reactor, UniqueFd fd, bool tls);
+    std::shared_ptr<ReusePortListener> make(size_t reactor, UniqueFd fd, bool tls, bool h2c);
 
     std::vector<Reactor*> reactors_;
     // Each map is touched by its reactor's thread only once the reactors run.

@@ -180,7 +180,8 @@ acme::AcmeOptions acme_options(const ServerOptions& options) {
     bool plain = false, tls = false;
     for (const std::string& text : options.listen) {
         ListenScheme scheme = split_listen_scheme(text);
-        if (scheme.address.starts_with("unix:")) continue; // no CA reaches it
+        // No CA reaches a Unix socket; HTTP-01 comes as HTTP/1.1, which h2c:// refuses.
+        if (scheme.address.starts_with("unix:") || scheme.h2c) continue;
         (scheme.tls ? tls : plain) = true;
     }
     if (plain) acme.challenge_types.push_back(acme::ChallengeType::Http01);

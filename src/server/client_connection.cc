@@ -38,6 +38,7 @@ ClientConnection::ClientConnection(Worker& worker, const AcceptedSocket& socket)
       timer_(this, &ClientConnection::on_timer),
       trusted_proxies_(worker.options().trusted_proxies) {
     info_.secure = socket.tls;
+    info_.h2c_only = socket.h2c;
     if (socket.tls)
         std::get<TlsTransport>(transports_)
             .publish_session_to(&info_.tls_protocol, &info_.tls_cipher, &info_.alpn_h2);

@@ -47,7 +47,8 @@ struct ListenValidator : CLI::Validator {
             return parse_listen(split_listen_scheme(text).address)
                        ? std::string()
                        : "'" + text +
-                             "' is not [https://|quic://]ADDR:PORT, [V6]:PORT, PORT or unix:/PATH";
+                             "' is not [https://|quic://|h2c://]ADDR:PORT, [V6]:PORT, PORT or "
+                             "unix:/PATH";
         };
     }
 };
@@ -98,7 +99,8 @@ void add_listening_options(CLI::App& app, ServerOptions& options, OptionTexts& t
     app.option_defaults()->group("Listening");
     app.add_option("--listen,-l", options.listen,
                    "Address to listen on (repeatable); with ACME (--domain) and no "
-                   "--listen: 80 and https://443; quic://ADDR:PORT: HTTP/3 on UDP")
+                   "--listen: 80 and https://443; quic://ADDR:PORT: HTTP/3 on UDP; "
+                   "h2c://ADDR:PORT: HTTP/2 with prior knowledge only")
         ->check(listen_address)
         ->capture_default_str()
         ->expected(1) // one address per --listen, so `--listen :80 ROOT` works
@@ -162,7 +164,8 @@ void add_listening_options(CLI::App& app, ServerOptions& options, OptionTexts& t
         ->capture_default_str()
         ->check(CLI::IsMember({"on", "off"}));
     app.add_option("--h2c", texts.h2c,
-                   "on: HTTP/2 with prior knowledge (h2c) on plain listeners; off")
+                   "on: HTTP/2 with prior knowledge (h2c) on plain listeners; off (not with "
+                   "an h2c:// listener)")
         ->group("Listening")
         ->capture_default_str()
         ->check(CLI::IsMember({"on", "off"}));

@@ -338,6 +338,11 @@ std::string finish_options(const CLI::App& app, ServerOptions& options, const Op
         options.quic_listen.push_back(text);
         return true;
     });
+    // nginx's `listen 80 http2;` with HTTP/2 turned off would be a port that speaks nothing.
+    if (!options.h2c)
+        for (const std::string& text : options.listen)
+            if (split_listen_scheme(text).h2c)
+                return "--listen " + text + " speaks HTTP/2 only, and --h2c off turns that off";
     if (std::string error = finish_acme_options(options); !error.empty()) return error;
     if (!options.status_path.empty() && options.status_path.front() != '/')
         return "--status-path must start with /";

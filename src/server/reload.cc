@@ -69,16 +69,18 @@ struct ListenChange {
     // close the old ones.
     void apply(Listening& listening) {
         std::vector<UniqueFd> added;
-        std::vector<int> removed, added_tls;
+        std::vector<int> removed, added_tls, added_h2c;
         for (Opened& item : opened) {
             log_info("SIGHUP: listening on %s", item.text.c_str());
             listening.sockets.emplace_back(item.text, item.fds.front().get());
-            bool tls = split_listen_scheme(item.text).tls;
+            ListenScheme scheme = split_listen_scheme(item.text);
             if (listening.reuseport) {
-                listening.reuseport->add_running(item.text, std::move(item.fds), tls);
+                listening.reuseport->add_running(item.text, std::move(item.fds), scheme.tls,
+                                                 scheme.h2c);
                 continue;
             }
-            if (tls) added_tls.push_back(item.fds.front().get());
+            if (scheme.tls) added_tls.push_back(item.fds.front().get());
+            if (scheme.h2c) added_h2c.push_back(item.fds.front().get());
             added.push_back(std::move(item.fds.front()));
         }
         for (const std::string& text : closed) {
@@ -87,12 +89,13 @@ struct ListenChange {
                                    [&](const auto& item) { return item.first == text; });
             removed.push_back(it->second);
             listening.sockets.erase(it);
-            if (auto address = parse_listen(text)) remove_unix_listener(*address);
+            if (auto address = parse_listen(split_listen_scheme(text).address))
+                remove_unix_listener(*address);
             if (listening.reuseport) listening.reuseport->remove_running(text);
         }
         if (listening.acceptor)
             listening.acceptor->change_listeners(std::move(added), std::move(removed),
-                                                 std::move(added_tls));
+                                                 std::move(added_tls), std::move(added_h2c));
     }
 };
 

@@ -293,6 +293,7 @@ bool Server::State::open_listeners(std::string& error) {
         urls.push_back(address.unix_path.empty()
                            ? (scheme.tls ? "https://" : "http://") + bound.back().to_string() + "/"
                            : "unix:" + address.unix_path);
+        if (scheme.h2c) urls.back() += " (h2c: HTTP/2 with prior knowledge only)";
         listening.sockets.emplace_back(text, fds.front().get());
         for (UniqueFd& fd : fds) {
             listeners.push_back(std::move(fd));
@@ -381,7 +382,8 @@ bool Server::State::make_workers(std::string& error) {
             std::vector<UniqueFd> copies;
             for (size_t l = first; l < first + threads; ++l)
                 copies.push_back(std::move(listeners[l]));
-            reuseport->start(listener_texts[first], std::move(copies), listener_tls[first]);
+            reuseport->start(listener_texts[first], std::move(copies), listener_tls[first],
+                             split_listen_scheme(listener_texts[first]).h2c);
         }
     }
     return true;
@@ -395,12 +397,14 @@ bool Server::State::make_acceptor(std::string& error) {
     AcceptorOptions acceptor_options;
     acceptor_options.max_connections = max_connections;
     acceptor_options.io = io;
-    std::vector<int> tls_fds;
-    for (size_t l = 0; l < listeners.size(); ++l)
+    std::vector<int> tls_fds, h2c_fds;
+    for (size_t l = 0; l < listeners.size(); ++l) {
         if (listener_tls[l]) tls_fds.push_back(listeners[l].get());
-    acceptor = std::make_unique<Acceptor>(std::move(listeners), std::move(tls_fds), reactors,
-                                          std::span<ReactorLoad>(loads.get(), threads), live_total,
-                                          acceptor_options);
+        if (split_listen_scheme(listener_texts[l]).h2c) h2c_fds.push_back(listeners[l].get());
+    }
+    acceptor = std::make_unique<Acceptor>(
+        std::move(listeners), std::move(tls_fds), std::move(h2c_fds), reactors,
+        std::span<ReactorLoad>(loads.get(), threads), live_total, acceptor_options);
     listening.acceptor = acceptor.get();
     return acceptor->init(error);
 }
