@@ -342,7 +342,8 @@ std::string finish_options(const CLI::App& app, ServerOptions& options, const Op
     if (!options.h2c)
         for (const std::string& text : options.listen)
             if (split_listen_scheme(text).h2c)
-                return "--listen " + text + " speaks HTTP/2 only, and --h2c off turns that off";
+                return text + " speaks HTTP/2 only, and --h2c off turns HTTP/2 off on plain "
+                              "listeners: drop one of them";
     if (std::string error = finish_acme_options(options); !error.empty()) return error;
     if (!options.status_path.empty() && options.status_path.front() != '/')
         return "--status-path must start with /";

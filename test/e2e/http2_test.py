@@ -7,7 +7,8 @@ counters; --http2 off and --h2c off; and the attacks as raw frames: rapid reset
 (CVE-2023-44487), a CONTINUATION flood (CVE-2024-27316), an oversized header
 list (431), a SETTINGS flood, and a client that sends nothing after the preface
 (closed at the header deadline). When h2spec is installed
-(scripts/install-h2spec), its whole suite runs against both listeners."""
+(scripts/install-h2spec), its whole suite runs against both listeners, and
+with no failure allowed against an h2c:// listener (HTTP/2 only, no HTTP/1.1)."""
 import hashlib
 import json
 import os
@@ -772,7 +773,8 @@ class Http2(unittest.TestCase):
     def test_h2spec_conformance(self):
         for args, allowed in ((["-t", "-k", "-p", str(self.tls_port)], set()),
                               # On a port shared with HTTP/1.1, bytes that are not the
-                              # preface are an HTTP/1.1 request: 400 (docs/RELIABILITY.md).
+                              # preface are an HTTP/1.1 request: 400 (docs/RELIABILITY.md);
+                              # an h2c:// listener has no such exception (H2cOnlyListener).
                               (["-p", str(self.server.port)], {"http2/3.5/2"})):
             with self.subTest(args=args):
                 report = os.path.join(self.tmp, "h2spec.xml")
@@ -787,6 +789,130 @@ class Http2(unittest.TestCase):
                     self.assertLessEqual(len(failed), len(allowed), done.stdout[-3000:])
                     self.assertIn("Sends invalid connection preface", "\n".join(failed) or
                                   "Sends invalid connection preface")
+
+
+def read_until_close(sock, limit=1 << 16):
+    """What the server writes before it closes the connection (bounded)."""
+    data = b""
+    while len(data) < limit:
+        try:
+            chunk = sock.recv(limit)
+        except ConnectionResetError:
+            break
+        if not chunk:
+            break
+        data += chunk
+    return data
+
+
+def frames_of(data):
+    """The (type, flags, stream, payload) frames in `data`, whole ones only."""
+    out = []
+    while len(data) >= 9:
+        length = int.from_bytes(data[:3], "big")
+        if len(data) < 9 + length:
+            break
+        out.append((data[3], data[4], int.from_bytes(data[5:9], "big") & 0x7FFFFFFF,
+                    data[9:9 + length]))
+        data = data[9 + length:]
+    return out
+
+
+@unittest.skipUnless(CURL, "needs curl")
+class H2cOnlyListener(unittest.TestCase):
+    """--listen h2c://ADDR:PORT (nginx's `listen 80 http2;`): a plain port that
+    speaks HTTP/2 with prior knowledge only (RFC 9113 §3.3). Whatever does not
+    start with the client preface, an HTTP/1.1 request too, is a connection
+    error (GOAWAY PROTOCOL_ERROR, §3.4), never an HTTP/1.1 answer."""
+
+    @classmethod
+    def setUpClass(cls):
+        harness.require_binary()
+        cls.server = harness.Lepus(["--status-path", "/_lepus/status"],
+                                   listen="h2c://127.0.0.1:0", protocol="h1")
+        cls.server.write("index.html", "<p>h2c only</p>\n")
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.server.stop(harness.LepusTestCase._Checker())
+
+    def url(self, path="/"):
+        return "http://127.0.0.1:%d%s" % (self.server.port, path)
+
+    def test_the_start_line_names_the_listener_h2c(self):
+        self.assertIn("(h2c: HTTP/2 with prior knowledge only)", self.server.first_line)
+
+    def test_prior_knowledge_clients_are_served(self):
+        done = curl("--http2-prior-knowledge", "-w", "\n%{http_version} %{http_code}", self.url())
+        self.assertEqual(done.stdout, b"<p>h2c only</p>\n\n2 200", done.stderr)
+        status = curl("--http2-prior-knowledge", self.url("/_lepus/status"))
+        self.assertIn(b"requests", status.stdout, status.stderr)
+        if NGHTTP:
+            done = subprocess.run([NGHTTP, "-n", "-s", self.url()], capture_output=True,
+                                  text=True, timeout=30)
+            self.assertEqual(done.returncode, 0, done.stderr)
+            self.assertRegex(done.stdout, r"\s200\s+16\s+/\n")
+        if shutil.which("h2load"):
+            done = subprocess.run([shutil.which("h2load"), "-n", "40", "-c", "2", "-m", "4",
+                                   self.url()], capture_output=True, text=True, timeout=60)
+            self.assertIn("40 succeeded, 0 failed", done.stdout, done.stdout + done.stderr)
+            self.assertIn("status codes: 40 2xx", done.stdout)
+        self.assertTrue(any('"GET / HTTP/2.0" 200' in line for line in wait_lines(
+            self.server.access_lines, lambda lines: any("HTTP/2.0" in l for l in lines))))
+
+    def test_an_http1_request_gets_goaway_not_an_http1_answer(self):
+        for raw in (b"GET / HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n",
+                    b"INVALID CONNECTION PREFACE\r\n\r\n",
+                    PREFACE[:10] + b"X" * 14):
+            with self.subTest(raw=raw), self.server.connect() as s:
+                s.sendall(raw)
+                data = read_until_close(s)
+                self.assertFalse(data.startswith(b"HTTP/"), data)
+                # RFC 9113 §3.4: a connection error, PROTOCOL_ERROR (§7, code 1).
+                goaways = [payload for kind, _, _, payload in frames_of(data) if kind == GOAWAY]
+                self.assertEqual([g[4:8] for g in goaways], [b"\x00\x00\x00\x01"], data)
+
+    @unittest.skipUnless(H2SPEC, "h2spec not installed (scripts/install-h2spec)")
+    def test_h2spec_passes_without_exception(self):
+        done = subprocess.run([H2SPEC, "-h", "127.0.0.1", "-p", str(self.server.port), "-o", "3"],
+                              capture_output=True, text=True, timeout=600)
+        self.assertEqual(done.returncode, 0, done.stdout[-3000:])
+        self.assertRegex(done.stdout.strip().splitlines()[-1], r" 0 failed")
+
+    def test_proxy_protocol_header_before_the_preface(self):
+        server = harness.Lepus(["--proxy-protocol"], listen="h2c://127.0.0.1:0", protocol="h1")
+        self.addCleanup(server.stop, self)
+        server.write("index.html", "behind a proxy\n")
+        done = curl("--haproxy-protocol", "--http2-prior-knowledge", "-w", "%{http_version}",
+                    "http://127.0.0.1:%d/" % server.port)
+        self.assertEqual(done.stdout, b"behind a proxy\n2", done.stderr)
+
+    def test_h2c_off_with_an_h2c_listener_is_refused(self):
+        tmp = harness.temp_dir(name="h2c-off")
+        self.addCleanup(harness.remove_temp_dir, tmp)
+        config = os.path.join(tmp, "lepus.toml")
+        with open(config, "w") as f:
+            f.write('listen = ["h2c://127.0.0.1:%d"]\nh2c = false\n' % phpfpm.free_port())
+        for args in (["--listen", "h2c://127.0.0.1:%d" % phpfpm.free_port(), "--h2c", "off"],
+                     ["--config", config]):
+            with self.subTest(args=args):
+                done = subprocess.run([harness.BINARY, self.server.root] + args,
+                                      capture_output=True, text=True, timeout=30)
+                self.assertEqual(done.returncode, 2, done.stderr)
+                lines = done.stderr.strip().splitlines()
+                self.assertEqual(len(lines), 1, done.stderr)
+                self.assertIn("h2c://", lines[0])
+                self.assertRegex(lines[0], r"HTTP/2 only, and (--h2c|'h2c') off")
+
+
+def wait_lines(read, ready, seconds=10):
+    """read() once ready(lines) holds (the access log has a writer thread), or at the end."""
+    deadline = time.monotonic() + seconds
+    while True:
+        lines = read()
+        if ready(lines) or time.monotonic() > deadline:
+            return lines
+        time.sleep(0.05)
 
 
 if __name__ == "__main__":

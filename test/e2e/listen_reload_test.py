@@ -5,6 +5,7 @@ reload while lepus keeps serving. Registered for epoll and io_uring."""
 import os
 import signal
 import socket
+import subprocess
 import time
 import unittest
 
@@ -115,6 +116,28 @@ class ListenReload(unittest.TestCase):
         listeners = self.listening_inodes()
         self.reload("configuration reloaded")
         self.assertEqual(self.listening_inodes(), listeners)
+        self.assertEqual(get(self.first).status, 200)
+
+    def test_an_h2c_listener_added_and_dropped_by_reload(self):
+        # h2c:// (HTTP/2 with prior knowledge only) is opened and closed as any
+        # other address, and its connections are HTTP/2 from the first byte.
+        self.start()
+        with open(self.config, "w") as f:
+            f.write('listen = ["127.0.0.1:%d", "h2c://127.0.0.1:%d"]\n' % (self.first, self.second))
+        self.reload("configuration reloaded")
+        self.assertEqual(get(self.first).status, 200)
+        with socket.create_connection(("127.0.0.1", self.second), timeout=5) as s:
+            s.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+            answer = s.recv(4096)
+        self.assertFalse(answer.startswith(b"HTTP/"), answer)
+        self.assertEqual(answer[3], 4, answer)  # the server's SETTINGS, then GOAWAY (RFC 9113 §3.4)
+        done = subprocess.run(["curl", "-s", "--max-time", "10", "--http2-prior-knowledge", "-w",
+                               "%{http_version}", "http://127.0.0.1:%d/" % self.second],
+                              capture_output=True, timeout=30)
+        self.assertEqual(done.stdout, b"hello\n2", done.stderr)
+        self.write_config([self.first])
+        self.reload("configuration reloaded", 2)
+        self.assertTrue(wait_for(lambda: refuses(self.second)), "h2c:// address still accepts")
         self.assertEqual(get(self.first).status, 200)
 
     def listening_inodes(self):
