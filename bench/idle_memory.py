@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""bench/idle_memory.py LEPUS_BINARY [COUNT] [--http1]
+"""bench/idle_memory.py [--http1] [--nginx] BINARY [COUNT]
 
 Memory per idle connection, as docs/BENCHMARKS.md measures it for issue 38:
 lepus with one reactor on a TLS listener (a P-256 certificate made here),
@@ -7,7 +7,11 @@ COUNT connections (default 3,000) each answered one request (HTTP/2 through
 ALPN h2, or HTTP/1.1 with --http1) and then held open; the server's RSS
 growth over them, divided by the count, 0.5 s and 2.5 s after the last one.
 The client is lepus-bench's (src/tool/lepus_bench/loadgen.py, its h2-idle
-scenario's connections)."""
+scenario's connections).
+
+With --nginx, BINARY is nginx, measured the same way: one process
+(master_process off, so the one pid is the worker), http2 on the TLS
+listener, TLSv1.2 and TLSv1.3 as lepus-bench configures it, access log off."""
 import os
 import socket
 import subprocess
@@ -33,6 +37,42 @@ def rss_kib(pid):
     return 0
 
 
+NGINX_CONFIG = """daemon off;
+master_process off;
+worker_processes 1;
+pid %(work)s/nginx.pid;
+error_log %(work)s/error.log warn;
+worker_rlimit_nofile 20000;
+events { worker_connections 10000; }
+http {
+    access_log off;
+    keepalive_timeout 300s;
+    client_body_temp_path %(work)s/body;
+    proxy_temp_path %(work)s/proxy;
+    fastcgi_temp_path %(work)s/fastcgi;
+    uwsgi_temp_path %(work)s/uwsgi;
+    scgi_temp_path %(work)s/scgi;
+    server {
+        listen 127.0.0.1:%(port)d ssl http2;
+        ssl_certificate %(work)s/cert.pem;
+        ssl_certificate_key %(work)s/key.pem;
+        ssl_protocols TLSv1.2 TLSv1.3;
+        root %(work)s/www;
+    }
+}
+"""
+
+
+def server_command(binary, work, port, nginx):
+    if nginx:
+        with open(work + "/nginx.conf", "w") as f:
+            f.write(NGINX_CONFIG % {"work": work, "port": port})
+        return [binary, "-p", work, "-c", work + "/nginx.conf", "-e", work + "/error.log"]
+    return [binary, "--allow-root", "--threads", "1", "--access-log", "off", "--listen",
+            "https://127.0.0.1:%d" % port, "--tls-cert", work + "/cert.pem", "--tls-key",
+            work + "/key.pem", work + "/www"]
+
+
 def main():
     args = [a for a in sys.argv[1:] if not a.startswith("--")]
     if not args:
@@ -40,6 +80,7 @@ def main():
         return 2
     binary, count = args[0], int(args[1]) if len(args) > 1 else 3000
     h2 = "--http1" not in sys.argv
+    nginx = "--nginx" in sys.argv
     with tempfile.TemporaryDirectory() as work:
         subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt",
                         "ec_paramgen_curve:prime256v1", "-nodes", "-days", "2", "-subj",
@@ -49,10 +90,7 @@ def main():
         with open(work + "/www/index.html", "w") as f:
             f.write("x" * 612)
         port = free_port()
-        server = subprocess.Popen([binary, "--allow-root", "--threads", "1", "--access-log", "off",
-                                   "--listen", "https://127.0.0.1:%d" % port, "--tls-cert",
-                                   work + "/cert.pem", "--tls-key", work + "/key.pem",
-                                   work + "/www"],
+        server = subprocess.Popen(server_command(binary, work, port, nginx),
                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         try:
             time.sleep(0.5)

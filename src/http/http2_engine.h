@@ -245,6 +245,8 @@ private:
     void stream_opened(uint32_t id);
     // A RST_STREAM of ours (a reset or a refusal): frames that cross it are ignored.
     void reset_sent(uint32_t id);
+    // Sets the bit of client stream `id` (frames on it are ignored).
+    void ignore_frames_on(uint32_t id);
     // Whether frames on client stream `id`, closed, are ignored (see
     // kRememberedStreams) rather than a connection error.
     bool ignores_frames_on(uint32_t id) const;
@@ -298,8 +300,12 @@ private:
     uint64_t requests_ = 0;
     uint64_t held_bytes_ = 0;        // by answered streams (Http2Stream::held)
     uint32_t highest_stream_id_ = 0; // of the client's HEADERS so far
-    // Bit (id >> 1) % kRememberedStreams: frames on that closed stream are ignored.
-    std::array<uint64_t, kRememberedStreams / 64> ignored_streams_{};
+    // Bit (id >> 1) % kRememberedStreams: frames on that closed stream are
+    // ignored. Allocated with the first stream that is reset or never
+    // opens: until then every bit is clear, and the newest id's refusal
+    // until it opens is newest_refused_ (an idle connection is 128 bytes
+    // smaller, issue 38).
+    std::unique_ptr<std::array<uint64_t, kRememberedStreams / 64>> ignored_streams_;
     uint64_t reset_window_ms_ = 0; // when the current window began
     uint32_t resets_ = 0;          // streams reset in the window
     uint32_t streams_opened_ = 0;  // new stream ids in the window
@@ -328,7 +334,8 @@ private:
     bool draining_ = false;
     bool lingering_ = false; // our side is shut down: only draining the client's
     bool closed_ = false;
-    bool output_broken_ = false; // a DATA frame was cut short: nothing more may follow
+    bool output_broken_ = false;  // a DATA frame was cut short: nothing more may follow
+    bool newest_refused_ = false; // highest_stream_id_ counts as refused until it opens
 };
 
 } // namespace lepus

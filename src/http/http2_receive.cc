@@ -423,33 +423,49 @@ void Http2Engine::reset_stream(uint32_t id, Http2Error error) {
 // (idle, so closed: §5.1.1).
 void Http2Engine::stream_id_used(uint32_t id) {
     auto bit = [](uint32_t at) { return size_t(at >> 1) % kRememberedStreams; };
-    uint32_t from = highest_stream_id_ + 2;
-    if (highest_stream_id_ == 0 || (id - highest_stream_id_) / 2 >= kRememberedStreams)
-        ignored_streams_.fill(0), from = id;
-    for (uint32_t skipped = from; skipped < id; skipped += 2)
-        ignored_streams_[bit(skipped) / 64] &= ~(uint64_t{1} << bit(skipped) % 64);
-    ignored_streams_[bit(id) / 64] |= uint64_t{1} << bit(id) % 64;
+    // The previous id never opened: it stays refused, now in the bitmap.
+    if (newest_refused_) ignore_frames_on(highest_stream_id_);
+    if (ignored_streams_) {
+        auto& bits = *ignored_streams_;
+        uint32_t from = highest_stream_id_ + 2;
+        if (highest_stream_id_ == 0 || (id - highest_stream_id_) / 2 >= kRememberedStreams)
+            bits.fill(0), from = id;
+        for (uint32_t skipped = from; skipped < id; skipped += 2)
+            bits[bit(skipped) / 64] &= ~(uint64_t{1} << bit(skipped) % 64);
+        bits[bit(id) / 64] &= ~(uint64_t{1} << bit(id) % 64); // newest_refused_ says it
+    }
+    newest_refused_ = true;
     highest_stream_id_ = id;
     roll_reset_window();
     ++streams_opened_;
 }
 
 void Http2Engine::stream_opened(uint32_t id) {
+    if (id == highest_stream_id_) newest_refused_ = false;
+    if (!ignored_streams_) return;
     size_t bit = size_t(id >> 1) % kRememberedStreams;
-    ignored_streams_[bit / 64] &= ~(uint64_t{1} << bit % 64);
+    (*ignored_streams_)[bit / 64] &= ~(uint64_t{1} << bit % 64);
 }
 
 void Http2Engine::reset_sent(uint32_t id) {
     if (!client_stream(id) || id > highest_stream_id_) return;
+    ignore_frames_on(id);
+}
+
+void Http2Engine::ignore_frames_on(uint32_t id) {
+    if (!ignored_streams_)
+        ignored_streams_ = std::make_unique<std::array<uint64_t, kRememberedStreams / 64>>();
     size_t bit = size_t(id >> 1) % kRememberedStreams;
-    ignored_streams_[bit / 64] |= uint64_t{1} << bit % 64;
+    (*ignored_streams_)[bit / 64] |= uint64_t{1} << bit % 64;
 }
 
 bool Http2Engine::ignores_frames_on(uint32_t id) const {
     // Older than the memory: whatever it was, a late frame is let go.
     if ((highest_stream_id_ - id) / 2 >= kRememberedStreams) return true;
+    if (id == highest_stream_id_ && newest_refused_) return true;
+    if (!ignored_streams_) return false;
     size_t bit = size_t(id >> 1) % kRememberedStreams;
-    return ignored_streams_[bit / 64] >> bit % 64 & 1;
+    return (*ignored_streams_)[bit / 64] >> bit % 64 & 1;
 }
 
 void Http2Engine::roll_reset_window() {

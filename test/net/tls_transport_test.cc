@@ -157,6 +157,26 @@ TEST_F(TlsTransportTest, HandshakeThenShortReadMeansDrained) {
     EXPECT_FALSE(server_->cipher().empty());
 }
 
+// Key updates both ways after the handshake (RFC 8446 §4.6.3): the reads go
+// through the thread's reader BIO and the answer's KeyUpdate through the
+// gathering BIO, and both ends keep talking under the new keys.
+TEST_F(TlsTransportTest, KeyUpdatesBothWaysKeepTheConnectionGoing) {
+    handshake();
+    for (int round = 0; round < 2; ++round) {
+        // The client updates its keys and asks the server to update its own;
+        // both take effect with the next records.
+        ASSERT_EQ(SSL_key_update(client_, SSL_KEY_UPDATE_REQUESTED), 1);
+        ASSERT_EQ(SSL_write(client_, "ping", 4), 4);
+        char buffer[64];
+        ASSERT_EQ(server_->read(buffer, sizeof buffer), 4);
+        EXPECT_EQ(std::string_view(buffer, 4), "ping");
+        iovec piece{const_cast<char*>("pong"), 4};
+        ASSERT_EQ(server_->writev(&piece, 1, false), 4);
+        EXPECT_EQ(client_read_all(4), "pong");
+    }
+    EXPECT_EQ(SSL_get_key_update_type(client_), SSL_KEY_UPDATE_NONE);
+}
+
 // A request that came whole is one recv: the socket BIO saw a short read
 // and OpenSSL holds nothing more, so read() does not ask again for EAGAIN.
 TEST_F(TlsTransportTest, AWholeRequestCostsOneRecv) {
