@@ -85,10 +85,14 @@ class PhpPaths(unittest.TestCase):
             self.assertEqual(r.header("allow"), "GET, HEAD, OPTIONS")
 
     def test_an_invalid_method_is_refused(self):
-        if self.server.protocol != "h1":
-            # RFC 9113 §8.1.1: a malformed request is a stream error; nghttp2
-            # resets it (PROTOCOL_ERROR) before lepus sees it (lepus's own
-            # check, 400, is http2_stream_test's). Never the script.
+        if self.server.protocol in ("h2", "h2c"):
+            # lepus's own HTTP/2 engine answers a method that is not a token
+            # 400 (RFC 9113 §8.1.1 lets a malformed request be answered before
+            # the stream error), as HTTP/1.1 does. Never the script.
+            self.assertEqual(self.fetch("/remote.php", method="PROP(FIND").status, 400)
+            return
+        if self.server.protocol == "h3":
+            # nghttp3 resets the stream (H3_MESSAGE_ERROR) before lepus sees it.
             with self.assertRaises(ConnectionError):
                 self.fetch("/remote.php", method="PROP(FIND")
             return
