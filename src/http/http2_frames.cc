@@ -32,17 +32,17 @@ bool Http2FrameDecoder::feed(std::string_view input, Http2FrameVisitor& visitor)
     while (!input.empty() && !stopped_) {
         if (preface_left_ > 0) {
             size_t offset = kHttp2Preface.size() - preface_left_;
-            size_t chunk = std::min(input.size(), preface_left_);
+            size_t chunk = std::min<size_t>(input.size(), preface_left_);
             if (input.substr(0, chunk) != kHttp2Preface.substr(offset, chunk))
                 return fail(visitor, Http2Error::ProtocolError, "not the client preface");
-            preface_left_ -= chunk;
+            preface_left_ -= static_cast<uint8_t>(chunk);
             input.remove_prefix(chunk);
             continue;
         }
         if (!in_frame_) {
             size_t chunk = std::min(input.size(), kHttp2FrameHeaderSize - header_have_);
             std::memcpy(header_bytes_ + header_have_, input.data(), chunk);
-            header_have_ += chunk;
+            header_have_ += static_cast<uint8_t>(chunk);
             input.remove_prefix(chunk);
             if (header_have_ < kHttp2FrameHeaderSize) break;
             header_have_ = 0;

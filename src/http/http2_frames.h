@@ -162,25 +162,27 @@ private:
     // Gives back a gathering buffer once it is used.
     static void shrink(std::string& buffer);
 
-    size_t preface_left_;
-    bool first_frame_ = false;
-    bool stopped_ = false;
-    char header_bytes_[kHttp2FrameHeaderSize] = {};
-    size_t header_have_ = 0;
-    bool in_frame_ = false;
-    Http2FrameHeader header_;
-    uint32_t payload_left_ = 0; // of the current frame
-    std::string payload_;       // a non-DATA payload split across reads
-    // DATA: whether the pad length byte is still to come, and how many
-    // data bytes follow it (the rest of the payload is padding).
-    bool pad_length_pending_ = false;
-    uint32_t data_left_ = 0;
+    // Largest members first and the small ones together: 128 bytes instead
+    // of 152, part of an idle HTTP/2 connection's engine (issue 38).
+    std::string payload_; // a non-DATA payload split across reads
     // A header block in progress: its HEADERS frame, priority, fragments.
-    uint32_t continuation_stream_ = 0;
+    std::string block_;
+    Http2FrameHeader header_;
     Http2FrameHeader block_header_;
+    uint32_t payload_left_ = 0; // of the current frame
+    // DATA: how many data bytes follow the pad length (the rest of the
+    // payload is padding).
+    uint32_t data_left_ = 0;
+    uint32_t continuation_stream_ = 0;
     uint32_t block_depends_on_ = 0;
     uint32_t continuations_ = 0;
-    std::string block_;
+    char header_bytes_[kHttp2FrameHeaderSize] = {};
+    uint8_t preface_left_; // at most 24
+    uint8_t header_have_ = 0;
+    bool first_frame_ = false;
+    bool stopped_ = false;
+    bool in_frame_ = false;
+    bool pad_length_pending_ = false; // DATA: the pad length byte is still to come
 };
 
 // Writers: each appends one frame (or a HEADERS and its CONTINUATIONs) to `out`.
