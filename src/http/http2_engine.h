@@ -289,8 +289,10 @@ private:
     // client's end), in the order they opened.
     std::vector<std::unique_ptr<Http2Stream>> streams_;
     Http2Stream* last_found_ = nullptr; // of streams_, by find()
-    std::string input_;                 // bytes handed over by the HTTP/1.1 engine, decoded first
-    Http2Output output_;                // frames produced, not yet written
+    // Bytes handed over by the HTTP/1.1 engine, decoded first, then freed (a
+    // pointer: 24 bytes less than a string in every idle engine, issue 38).
+    std::unique_ptr<std::string> input_;
+    Http2Output output_; // frames produced, not yet written
     uint64_t deadline_ = 0;
     uint64_t last_activity_ms_ = 0;
     // Output that waits must move kMinSendBytesPerSecond on average over each
