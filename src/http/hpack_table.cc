@@ -141,7 +141,7 @@ void HpackDynamicTable::set_max_size(uint32_t max_size) {
 
 void HpackDynamicTable::evict_oldest() {
     const Slot& slot = slots_[oldest_];
-    size_ -= slot.name_length + slot.value_length + kHpackEntryOverhead;
+    size_ -= static_cast<uint32_t>(slot.name_length + slot.value_length + kHpackEntryOverhead);
     oldest_ = (oldest_ + 1) & (slot_capacity_ - 1);
     if (--count_ == 0) bytes_used_ = 0; // start again at the front: nothing to move
 }
@@ -158,9 +158,9 @@ void HpackDynamicTable::insert(std::string_view name, std::string_view value,
         evict_oldest();
     reserve_bytes(length);
     if (count_ == slot_capacity_) {
-        size_t capacity = std::max<size_t>(4, 2 * slot_capacity_);
+        uint32_t capacity = std::max<uint32_t>(4, 2 * slot_capacity_);
         auto slots = std::make_unique<Slot[]>(capacity);
-        for (size_t i = 0; i < count_; ++i)
+        for (uint32_t i = 0; i < count_; ++i)
             slots[i] = slots_[(oldest_ + i) & (slot_capacity_ - 1)];
         slots_ = std::move(slots);
         slot_capacity_ = capacity;
@@ -173,8 +173,8 @@ void HpackDynamicTable::insert(std::string_view name, std::string_view value,
         Slot{static_cast<uint32_t>(bytes_used_), static_cast<uint32_t>(name.size()),
              static_cast<uint32_t>(value.size()), static_name_index};
     ++count_;
-    bytes_used_ += length;
-    size_ += length + kHpackEntryOverhead;
+    bytes_used_ += static_cast<uint32_t>(length);
+    size_ += static_cast<uint32_t>(length + kHpackEntryOverhead);
 }
 
 void HpackDynamicTable::reserve_bytes(size_t length) {
@@ -188,15 +188,16 @@ void HpackDynamicTable::reserve_bytes(size_t length) {
     if (2 * (live + length) > byte_capacity_) {
         // From 64 bytes: an idle HTTP/2 connection's tables hold a few short
         // entries (issue 38: 0.17 KiB less per idle connection than from 256).
-        byte_capacity_ = std::max<size_t>({64, 2 * byte_capacity_, 2 * (live + length)});
+        byte_capacity_ = static_cast<uint32_t>(
+            std::max<size_t>({64, 2 * size_t{byte_capacity_}, 2 * (live + length)}));
         grown = std::make_unique<char[]>(byte_capacity_);
         target = grown.get();
     }
     if (live > 0) std::memmove(target, bytes_.get() + live_start, live);
-    for (size_t i = 0; i < count_; ++i)
+    for (uint32_t i = 0; i < count_; ++i)
         slots_[(oldest_ + i) & (slot_capacity_ - 1)].offset -= static_cast<uint32_t>(live_start);
     if (grown) bytes_ = std::move(grown);
-    bytes_used_ = live;
+    bytes_used_ = static_cast<uint32_t>(live);
 }
 
 } // namespace lepus::detail

@@ -14,7 +14,8 @@ Http2Engine::Http2Engine(const Http1Context& context, Transport& transport, Conn
                          ExchangeListener& listener, std::string_view received, Http2Gauges* gauges)
     : context_(context), transport_(transport), info_(info), listener_(listener), gauges_(gauges),
       hpack_decoder_(HpackDecoder::Limits{kHpackDefaultTableSize, kMaxHeaderListDecoded}),
-      input_(received), last_activity_ms_(context.clock.now_ms) {
+      input_(received.empty() ? nullptr : std::make_unique<std::string>(received)),
+      last_activity_ms_(context.clock.now_ms) {
     // Our SETTINGS first (§3.4), then the connection's window opened wide.
     const std::pair<uint16_t, uint32_t> settings[] = {
         {http2_setting::kMaxConcurrentStreams, kMaxConcurrentStreams},
@@ -72,9 +73,9 @@ Http2Engine::Next Http2Engine::linger() {
 }
 
 bool Http2Engine::read_input() {
-    if (!input_.empty()) {
-        decoder_.feed(input_, *this);
-        std::string().swap(input_);
+    if (input_) {
+        const std::unique_ptr<std::string> input = std::move(input_);
+        decoder_.feed(*input, *this);
         sweep_streams();
         if (decoder_.stopped() && !stop_reading_) return false;
     }

@@ -289,8 +289,10 @@ private:
     // client's end), in the order they opened.
     std::vector<std::unique_ptr<Http2Stream>> streams_;
     Http2Stream* last_found_ = nullptr; // of streams_, by find()
-    std::string input_;                 // bytes handed over by the HTTP/1.1 engine, decoded first
-    Http2Output output_;                // frames produced, not yet written
+    // Bytes handed over by the HTTP/1.1 engine, decoded first, then freed (a
+    // pointer: 24 bytes less than a string in every idle engine, issue 38).
+    std::unique_ptr<std::string> input_;
+    Http2Output output_; // frames produced, not yet written
     uint64_t deadline_ = 0;
     uint64_t last_activity_ms_ = 0;
     // Output that waits must move kMinSendBytesPerSecond on average over each
@@ -300,6 +302,9 @@ private:
     uint64_t requests_ = 0;
     uint64_t held_bytes_ = 0;        // by answered streams (Http2Stream::held)
     uint32_t highest_stream_id_ = 0; // of the client's HEADERS so far
+    // Beside highest_stream_id_ so that no padding is left between the
+    // 32-bit fields (the engine fits tcmalloc's 640-byte class, issue 38).
+    uint32_t closed_streams_ = 0; // in streams_, not yet swept
     // Bit (id >> 1) % kRememberedStreams: frames on that closed stream are
     // ignored. Allocated with the first stream that is reset or never
     // opens: until then every bit is clear, and the newest id's refusal
@@ -313,7 +318,6 @@ private:
     uint32_t queued_acks_ = 0;     // since the output was last empty
     uint32_t settings_values_ = 0; // in the SETTINGS frame being read
     uint32_t frame_data_ = 0;      // data bytes of the DATA frame being read (padding aside)
-    uint32_t closed_streams_ = 0;  // in streams_, not yet swept
     // Flow control (§6.9): what we may send (the client's windows), and what
     // the client may still send us and has sent that we have not yet given back.
     int64_t send_window_ = kHttp2DefaultWindow;

@@ -32,17 +32,17 @@ bool Http2FrameDecoder::feed(std::string_view input, Http2FrameVisitor& visitor)
     while (!input.empty() && !stopped_) {
         if (preface_left_ > 0) {
             size_t offset = kHttp2Preface.size() - preface_left_;
-            size_t chunk = std::min(input.size(), preface_left_);
+            size_t chunk = std::min<size_t>(input.size(), preface_left_);
             if (input.substr(0, chunk) != kHttp2Preface.substr(offset, chunk))
                 return fail(visitor, Http2Error::ProtocolError, "not the client preface");
-            preface_left_ -= chunk;
+            preface_left_ -= static_cast<uint8_t>(chunk);
             input.remove_prefix(chunk);
             continue;
         }
         if (!in_frame_) {
             size_t chunk = std::min(input.size(), kHttp2FrameHeaderSize - header_have_);
             std::memcpy(header_bytes_ + header_have_, input.data(), chunk);
-            header_have_ += chunk;
+            header_have_ += static_cast<uint8_t>(chunk);
             input.remove_prefix(chunk);
             if (header_have_ < kHttp2FrameHeaderSize) break;
             header_have_ = 0;
@@ -54,7 +54,7 @@ bool Http2FrameDecoder::feed(std::string_view input, Http2FrameVisitor& visitor)
             continue;
         }
         // Another frame: handed on as a view when this read holds it whole.
-        if (payload_.empty() && input.size() >= payload_left_) {
+        if (!payload_ && input.size() >= payload_left_) {
             std::string_view payload = input.substr(0, payload_left_);
             input.remove_prefix(payload_left_);
             payload_left_ = 0;
@@ -63,16 +63,18 @@ bool Http2FrameDecoder::feed(std::string_view input, Http2FrameVisitor& visitor)
             continue;
         }
         size_t chunk = std::min<size_t>(input.size(), payload_left_);
-        if (payload_.empty()) payload_.reserve(payload_left_);
-        payload_.append(input.data(), chunk);
+        if (!payload_) {
+            payload_ = std::make_unique<std::string>();
+            payload_->reserve(payload_left_);
+        }
+        payload_->append(input.data(), chunk);
         input.remove_prefix(chunk);
         payload_left_ -= uint32_t(chunk);
         if (payload_left_ > 0) break;
         in_frame_ = false;
-        bool going = frame_payload(payload_, visitor);
-        payload_.clear();
-        shrink(payload_);
-        if (!going) return false;
+        // Gathered: the buffer goes once the frame is handled (split frames are rare).
+        const std::unique_ptr<std::string> payload = std::move(payload_);
+        if (!frame_payload(*payload, visitor)) return false;
     }
     return !stopped_;
 }
@@ -168,7 +170,7 @@ bool Http2FrameDecoder::check_frame(Http2FrameVisitor& visitor) {
     case T::Continuation:
         if (continuation_stream_ == 0)
             return fail(visitor, Http2Error::ProtocolError, "CONTINUATION without HEADERS");
-        if (++continuations_ > kMaxContinuations || block_.size() + h.length > kMaxHeaderBlock)
+        if (++continuations_ > kMaxContinuations || block_->size() + h.length > kMaxHeaderBlock)
             return fail(visitor, Http2Error::EnhanceYourCalm, "a header block too long");
         return true;
     }
@@ -266,17 +268,16 @@ bool Http2FrameDecoder::headers_payload(std::string_view payload, Http2FrameVisi
     block_header_ = h;
     block_depends_on_ = depends_on;
     continuations_ = 0;
-    block_.assign(payload);
+    block_ = std::make_unique<std::string>(payload);
     return true;
 }
 
 bool Http2FrameDecoder::continuation_payload(std::string_view payload, Http2FrameVisitor& visitor) {
-    block_.append(payload);
+    block_->append(payload);
     if (!header_.has(http2_flag::kEndHeaders)) return true;
     continuation_stream_ = 0;
-    bool going = visitor.on_headers(block_header_, block_depends_on_, block_);
-    block_.clear();
-    shrink(block_);
+    const std::unique_ptr<std::string> block = std::move(block_); // freed once handled
+    bool going = visitor.on_headers(block_header_, block_depends_on_, *block);
     if (!going) stopped_ = true;
     return going;
 }
@@ -306,11 +307,6 @@ bool Http2FrameDecoder::fail(Http2FrameVisitor& visitor, Http2Error error, const
     stopped_ = true;
     visitor.on_connection_error(error, why);
     return false;
-}
-
-void Http2FrameDecoder::shrink(std::string& buffer) {
-    // Frames split across reads are rare: an idle connection keeps no buffer.
-    std::string().swap(buffer);
 }
 
 void http2_write_frame_header(char* out, uint32_t length, Http2FrameType type, uint8_t flags,
