@@ -122,6 +122,8 @@ public:
 
     // The dynamic table, for tests and memory accounting.
     const detail::HpackDynamicTable& table() const { return table_; }
+    // The connection went idle: the table keeps only the room its entries use.
+    void shrink_table() { table_.shrink_to_fit(); }
 
 private:
     Limits limits_;
@@ -178,6 +180,9 @@ public:
     void set_huffman_for_literals(bool on) { huffman_for_literals_ = on; }
 
     const detail::HpackDynamicTable& table() const { return table_; }
+    // The connection went idle: the table keeps only the room its entries use
+    // (the entries and state_id() are unchanged).
+    void shrink_table() { table_.shrink_to_fit(); }
 
     // Names this encoder's dynamic table as it is now, unique among the
     // encoders of the thread: it changes whenever the table does. Two

@@ -2,6 +2,7 @@
 #include "http/detail/hpack_table.h"
 
 #include <algorithm>
+#include <bit>
 #include <cstring>
 
 namespace lepus::detail {
@@ -198,6 +199,33 @@ void HpackDynamicTable::reserve_bytes(size_t length) {
         slots_[(oldest_ + i) & (slot_capacity_ - 1)].offset -= static_cast<uint32_t>(live_start);
     if (grown) bytes_ = std::move(grown);
     bytes_used_ = static_cast<uint32_t>(live);
+}
+
+void HpackDynamicTable::shrink_to_fit() {
+    if (count_ == 0) {
+        if (slot_capacity_ == 0 && byte_capacity_ == 0) return;
+        slots_.reset();
+        bytes_.reset();
+        slot_capacity_ = byte_capacity_ = oldest_ = bytes_used_ = 0;
+        return;
+    }
+    const uint32_t slot_capacity = std::bit_ceil(count_);
+    const uint32_t live_start = slots_[oldest_].offset;
+    const uint32_t live = bytes_used_ - live_start;
+    if (slot_capacity == slot_capacity_ && live == byte_capacity_) return;
+    auto slots = std::make_unique<Slot[]>(slot_capacity);
+    for (uint32_t i = 0; i < count_; ++i) {
+        slots[i] = slots_[(oldest_ + i) & (slot_capacity_ - 1)];
+        slots[i].offset -= live_start;
+    }
+    auto bytes = std::make_unique<char[]>(live);
+    if (live > 0) std::memcpy(bytes.get(), bytes_.get() + live_start, live);
+    slots_ = std::move(slots);
+    bytes_ = std::move(bytes);
+    slot_capacity_ = slot_capacity;
+    oldest_ = 0;
+    byte_capacity_ = live;
+    bytes_used_ = live;
 }
 
 } // namespace lepus::detail

@@ -119,10 +119,14 @@ bool Http2Engine::write_output() {
             write_blocked_ = false;
             queued_acks_ = 0; // the client reads what it is owed
             // An idle connection keeps no output buffer (up to 64 KiB), nor
-            // the room of a burst of streams (100 pointers).
+            // the room of a burst of streams (100 pointers),
             if (streams_.empty()) {
                 output_.release();
                 if (streams_.capacity() > 8) decltype(streams_)().swap(streams_);
+                // Nor the HPACK tables' doubling slack (issue 38; a no-op
+                // when nothing was inserted since the last time).
+                hpack_decoder_.shrink_table();
+                hpack_encoder_.shrink_table();
             }
             return true;
         }

@@ -276,6 +276,61 @@ TEST(HpackDecoder, EntryLargerThanTheTableEmptiesIt) {
     EXPECT_EQ(decode(small, "c0"), HpackStatus::CompressionError); // only two entries
 }
 
+Fields table_entries(const detail::HpackDynamicTable& table) {
+    Fields entries;
+    for (size_t i = 0; i < table.count(); ++i) {
+        detail::HpackDynamicTable::Entry entry = table.get(i);
+        entries.emplace_back(std::string(entry.name), std::string(entry.value));
+    }
+    return entries;
+}
+
+// An idle connection's tables are shrunk (issue 38): the entries, their order
+// and the size stay, wherever the ring and the bytes had wrapped to, and the
+// table grows again on the next insert.
+TEST(HpackDynamicTable, ShrinkToFitKeepsTheEntries) {
+    detail::HpackDynamicTable table(205);
+    for (int i = 0; i < 9; ++i) // 41 bytes each, five fit: the oldest are evicted, the ring wraps
+        table.insert("name-" + std::to_string(i), "v" + std::to_string(i) + "x", 0);
+    const Fields before = table_entries(table);
+    const size_t size = table.size();
+    ASSERT_EQ(before.size(), 5u);
+    EXPECT_EQ(before.front(), (std::pair<std::string, std::string>{"name-8", "v8x"}));
+    table.shrink_to_fit();
+    EXPECT_EQ(table_entries(table), before);
+    EXPECT_EQ(table.size(), size);
+    table.shrink_to_fit(); // already tight
+    EXPECT_EQ(table_entries(table), before);
+
+    table.insert("name-9", "v9x", 0);
+    Fields after = table_entries(table);
+    ASSERT_EQ(after.size(), 5u);
+    EXPECT_EQ(after[0], (std::pair<std::string, std::string>{"name-9", "v9x"}));
+    EXPECT_EQ(after[4], (std::pair<std::string, std::string>{"name-5", "v5x"}));
+
+    table.set_max_size(0); // empty: nothing kept
+    table.shrink_to_fit();
+    EXPECT_EQ(table.count(), 0u);
+    table.set_max_size(205);
+    table.insert("a", "b", 0);
+    EXPECT_EQ(table_entries(table), (Fields{{"a", "b"}}));
+}
+
+// The encoder's table shrunk between blocks: the same indices are found.
+TEST(HpackEncoder, ShrunkTableStillIndexes) {
+    HpackEncoder encoder;
+    std::string first;
+    encoder.encode("server", "lepus", HpackIndexing::Incremental, first);
+    encoder.encode("x-one", "1", HpackIndexing::Incremental, first);
+    const uint64_t state = encoder.state_id();
+    encoder.shrink_table();
+    EXPECT_EQ(encoder.state_id(), state);
+    std::string second;
+    encoder.encode("server", "lepus", HpackIndexing::Incremental, second);
+    encoder.encode("x-one", "1", HpackIndexing::Incremental, second);
+    EXPECT_EQ(second, "\xbf\xbe"); // dynamic 63 and 62 (§2.3.3)
+}
+
 // --- Errors: never undefined, always CompressionError ---
 
 TEST(HpackDecoder, IndexZeroAndOutOfRange) {

@@ -63,6 +63,13 @@ public:
     // point into this table.
     void insert(std::string_view name, std::string_view value, uint8_t static_name_index);
 
+    // Gives back the room the entries do not use: the ring to the smallest
+    // power of two that holds them and the bytes to exactly the live ones (none
+    // when empty). For a connection going idle (issue 38): its tables keep what
+    // they hold, not the doubling's slack; the next insert grows them again.
+    // Invalidates the views get() returned; a table already tight is left as is.
+    void shrink_to_fit();
+
 private:
     struct Slot {
         uint32_t offset;
