@@ -26,8 +26,8 @@ Http2Engine::Http2Engine(const Http1Context& context, Transport& transport, Conn
         // RFC 9113 deprecated: CSS and scripts (u=0..2) before images (u=5).
         {http2_setting::kNoRfc7540Priorities, 1},
     };
-    http2_append_settings(output_, settings);
-    http2_append_window_update(output_, 0, kConnectionWindow - kHttp2DefaultWindow);
+    http2_append_settings(output(), settings);
+    http2_append_window_update(output(), 0, kConnectionWindow - kHttp2DefaultWindow);
     if (gauges_) {
         gauges_->connections.fetch_add(1, std::memory_order_relaxed);
         gauges_->connections_total.fetch_add(1, std::memory_order_relaxed);
@@ -45,8 +45,8 @@ Http2Engine::Next Http2Engine::drive() {
     bool open = read_input();
     poll_streams();
     if (!write_output() || !open) return Next::Close;
-    if (stop_reading_ && output_.empty()) return start_lingering(); // our GOAWAY is out
-    if (draining_ && streams_.empty() && output_.empty()) return start_lingering();
+    if (stop_reading_ && output_empty()) return start_lingering(); // our GOAWAY is out
+    if (draining_ && streams_.empty() && output_empty()) return start_lingering();
     plan_deadline();
     // Input left unread behind a queued GOAWAY waits: the socket's writability
     // or the deadline drives the connection on.
@@ -114,14 +114,14 @@ bool Http2Engine::write_output() {
         // Answers' frames, a batch of up to 64 KiB (file payloads counted,
         // whether copied or left in the file), once the control frames
         // queued while reading are out or with them.
-        if (!stop_reading_ && output_.pending() < kBatchBytes) produce();
-        if (output_.empty()) {
+        if (!stop_reading_ && output_pending() < kBatchBytes) produce();
+        if (output_empty()) {
             write_blocked_ = false;
             queued_acks_ = 0; // the client reads what it is owed
             // An idle connection keeps no output buffer (up to 64 KiB), nor
             // the room of a burst of streams (100 pointers),
             if (streams_.empty()) {
-                output_.release();
+                output_.reset();
                 if (streams_.capacity() > 8) decltype(streams_)().swap(streams_);
                 // Nor the HPACK tables' doubling slack (issue 38), after the
                 // 1st, 2nd, 4th, 8th... request only: a client that inserts
@@ -134,11 +134,11 @@ bool Http2Engine::write_output() {
             }
             return true;
         }
-        uint64_t before = output_.pending();
-        Http2Output::Status status = output_.write(transport_);
-        if (output_.pending() < before) {
+        uint64_t before = output_pending();
+        Http2Output::Status status = output_->write(transport_);
+        if (output_pending() < before) {
             last_activity_ms_ = context_.clock.now_ms;
-            send_rate_.moved(before - output_.pending());
+            send_rate_.moved(before - output_pending());
         }
         switch (status) {
         case Http2Output::Status::Done:
@@ -151,10 +151,10 @@ bool Http2Engine::write_output() {
         case Http2Output::Status::FileEnded:
             // Part of a DATA frame is out and the rest cannot come: no frame
             // (not even GOAWAY) can follow it, only the end of the connection.
-            report_internal_error("sendfile for an HTTP/2 response", output_.failed_path(),
-                                  output_.file_error());
+            report_internal_error("sendfile for an HTTP/2 response", output_->failed_path(),
+                                  output_->file_error());
             output_broken_ = true;
-            output_.release();
+            output_.reset();
             return false;
         }
     }
@@ -385,7 +385,7 @@ bool Http2Engine::on_shutdown() {
     if (closed_ || lingering_) return true;
     draining_ = true;
     // GOAWAY with the last stream taken: those in flight finish (RFC 9113 §6.8).
-    if (!goaway_sent_) http2_append_goaway(output_, highest_stream_id_, Http2Error::NoError);
+    if (!goaway_sent_) http2_append_goaway(output(), highest_stream_id_, Http2Error::NoError);
     goaway_sent_ = true;
     write_output();
     return streams_.empty();
@@ -398,7 +398,7 @@ void Http2Engine::close() {
         finish_stream(*stream);
     streams_.clear();
     last_found_ = nullptr;
-    output_.release(); // the files of segments not sent close now
+    output_.reset(); // the files of segments not sent close now
     if (gauges_) gauges_->connections.fetch_sub(1, std::memory_order_relaxed);
 }
 

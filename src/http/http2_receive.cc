@@ -286,14 +286,14 @@ void Http2Engine::consume(Http2Stream* stream, size_t bytes) {
     // A WINDOW_UPDATE once half of a window is used, not one per frame (§6.9).
     receive_unacked_ += uint32_t(bytes);
     if (receive_unacked_ >= kConnectionWindow / 2) {
-        http2_append_window_update(output_, 0, receive_unacked_);
+        http2_append_window_update(output(), 0, receive_unacked_);
         receive_window_ += receive_unacked_;
         receive_unacked_ = 0;
     }
     if (!stream || stream->request_ended || stream->reset_queued) return;
     stream->receive_unacked += uint32_t(bytes);
     if (stream->receive_unacked >= kStreamWindow / 2) {
-        http2_append_window_update(output_, uint32_t(stream->id), stream->receive_unacked);
+        http2_append_window_update(output(), uint32_t(stream->id), stream->receive_unacked);
         stream->receive_window += stream->receive_unacked;
         stream->receive_unacked = 0;
     }
@@ -356,13 +356,13 @@ bool Http2Engine::on_setting(uint16_t id, uint32_t value) {
 bool Http2Engine::on_settings_end(bool ack) {
     settings_values_ = 0;
     if (ack) return true; // our settings hold (they only widened the defaults)
-    http2_append_settings_ack(output_);
+    http2_append_settings_ack(output());
     return count_ack();
 }
 
 bool Http2Engine::on_ping(bool ack, std::string_view opaque_data) {
     if (ack) return true;
-    http2_append_ping_ack(output_, opaque_data);
+    http2_append_ping_ack(output(), opaque_data);
     return count_ack();
 }
 
@@ -408,7 +408,7 @@ void Http2Engine::on_connection_error(Http2Error error, const char* why) {
 }
 
 void Http2Engine::reset_stream(uint32_t id, Http2Error error) {
-    http2_append_rst_stream(output_, id, error);
+    http2_append_rst_stream(output(), id, error);
     reset_sent(id);
     if (Http2Stream* stream = find(id)) {
         stream->reset_queued = true;
@@ -489,7 +489,7 @@ void Http2Engine::count_reset() {
 
 void Http2Engine::terminate(Http2Error error) {
     if (stop_reading_) return;
-    http2_append_goaway(output_, highest_stream_id_, error);
+    http2_append_goaway(output(), highest_stream_id_, error);
     goaway_sent_ = true;
     goaway_error_ = error;
     stop_reading_ = true;

@@ -119,7 +119,7 @@ void Http2Engine::produce() {
     std::stable_sort(ready.begin(), ready.end(), [](const Http2Stream* a, const Http2Stream* b) {
         return a->urgency < b->urgency;
     });
-    auto batch_full = [this] { return output_.pending() >= kBatchBytes; };
+    auto batch_full = [this] { return output_pending() >= kBatchBytes; };
     for (size_t group = 0; group < ready.size() && !batch_full();) {
         size_t end = group;
         while (end < ready.size() && ready[end]->urgency == ready[group]->urgency)
@@ -169,7 +169,7 @@ void Http2Engine::send_head(Http2Stream& stream) {
                                     {digits, size_t(end - digits)}, HpackIndexing::WithoutIndexing,
                                     block);
     }
-    http2_append_headers(output_, uint32_t(stream.id), block, !stream.has_body,
+    http2_append_headers(output(), uint32_t(stream.id), block, !stream.has_body,
                          peer_max_frame_size_);
     if (block.capacity() > 16384) std::string().swap(block);
     if (!stream.has_body) sent_end_stream(stream);
@@ -210,8 +210,8 @@ bool Http2Engine::send_data(Http2Stream& stream) {
         std::span<const char> body = backend.body();
         n = std::min<uint64_t>(uint64_t(window), body.size());
         end = backend.ended() && n == body.size();
-        output_.append(data_header(header, uint32_t(n), end, id));
-        output_.append({body.data(), size_t(n)});
+        output().append(data_header(header, uint32_t(n), end, id));
+        output().append({body.data(), size_t(n)});
         backend.consume(size_t(n));
         stream.body_sent += n;
         if (end) {
@@ -263,11 +263,11 @@ void Http2Engine::send_memory_data(std::string_view header, const Response& resp
     // (612 bytes under h2load -m10) lost 4% per core as segments.
     constexpr size_t kCopyBelow = 2048;
     if (payload.size() >= kCopyBelow && response.file && response.file->holds(response.body)) {
-        output_.append_memory(header, response.file, payload.data(), payload.size());
+        output().append_memory(header, response.file, payload.data(), payload.size());
         return;
     }
-    output_.append(header);
-    output_.append(payload);
+    output().append(header);
+    output().append(payload);
 }
 
 // A payload from the file: read into the output now (pread), or, with
@@ -279,10 +279,10 @@ void Http2Engine::send_memory_data(std::string_view header, const Response& resp
 int Http2Engine::send_file_data(std::string_view header, const Response& response, uint64_t file_at,
                                 size_t length) {
     if (context_.options.h2c_sendfile && transport_.zero_copy_files() && response.file) {
-        output_.append_file(header, response.file, response.file_fd, file_at, length);
+        output().append_file(header, response.file, response.file_fd, file_at, length);
         return 0;
     }
-    return output_.append_file_copy(header, response.file_fd, file_at, length);
+    return output().append_file_copy(header, response.file_fd, file_at, length);
 }
 
 } // namespace lepus
