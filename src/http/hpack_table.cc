@@ -2,7 +2,6 @@
 #include "http/detail/hpack_table.h"
 
 #include <algorithm>
-#include <bit>
 #include <cstring>
 
 namespace lepus::detail {
@@ -127,7 +126,7 @@ uint8_t hpack_static_field_index(uint8_t name_index, std::string_view value) {
 }
 
 HpackDynamicTable::Entry HpackDynamicTable::get(size_t i) const {
-    const Slot& slot = slots_[(oldest_ + count_ - 1 - i) & (slot_capacity_ - 1)];
+    const Slot& slot = slots_[ring(oldest_ + count_ - 1 - i)];
     const char* at = bytes_.get() + slot.offset;
     return Entry{std::string_view(at, slot.name_length),
                  std::string_view(at + slot.name_length, slot.value_length),
@@ -143,7 +142,7 @@ void HpackDynamicTable::set_max_size(uint32_t max_size) {
 void HpackDynamicTable::evict_oldest() {
     const Slot& slot = slots_[oldest_];
     size_ -= static_cast<uint32_t>(slot.name_length + slot.value_length + kHpackEntryOverhead);
-    oldest_ = (oldest_ + 1) & (slot_capacity_ - 1);
+    oldest_ = ring(oldest_ + 1);
     if (--count_ == 0) bytes_used_ = 0; // start again at the front: nothing to move
 }
 
@@ -162,7 +161,7 @@ void HpackDynamicTable::insert(std::string_view name, std::string_view value,
         uint32_t capacity = std::max<uint32_t>(4, 2 * slot_capacity_);
         auto slots = std::make_unique<Slot[]>(capacity);
         for (uint32_t i = 0; i < count_; ++i)
-            slots[i] = slots_[(oldest_ + i) & (slot_capacity_ - 1)];
+            slots[i] = slots_[ring(oldest_ + i)];
         slots_ = std::move(slots);
         slot_capacity_ = capacity;
         oldest_ = 0;
@@ -170,7 +169,7 @@ void HpackDynamicTable::insert(std::string_view name, std::string_view value,
     char* at = bytes_.get() + bytes_used_;
     if (!name.empty()) std::memcpy(at, name.data(), name.size());
     if (!value.empty()) std::memcpy(at + name.size(), value.data(), value.size());
-    slots_[(oldest_ + count_) & (slot_capacity_ - 1)] =
+    slots_[ring(oldest_ + count_)] =
         Slot{static_cast<uint32_t>(bytes_used_), static_cast<uint32_t>(name.size()),
              static_cast<uint32_t>(value.size()), static_name_index};
     ++count_;
@@ -196,7 +195,7 @@ void HpackDynamicTable::reserve_bytes(size_t length) {
     }
     if (live > 0) std::memmove(target, bytes_.get() + live_start, live);
     for (uint32_t i = 0; i < count_; ++i)
-        slots_[(oldest_ + i) & (slot_capacity_ - 1)].offset -= static_cast<uint32_t>(live_start);
+        slots_[ring(oldest_ + i)].offset -= static_cast<uint32_t>(live_start);
     if (grown) bytes_ = std::move(grown);
     bytes_used_ = static_cast<uint32_t>(live);
 }
@@ -209,13 +208,13 @@ void HpackDynamicTable::shrink_to_fit() {
         slot_capacity_ = byte_capacity_ = oldest_ = bytes_used_ = 0;
         return;
     }
-    const uint32_t slot_capacity = std::bit_ceil(count_);
+    const uint32_t slot_capacity = count_;
     const uint32_t live_start = slots_[oldest_].offset;
     const uint32_t live = bytes_used_ - live_start;
     if (slot_capacity == slot_capacity_ && live == byte_capacity_) return;
     auto slots = std::make_unique<Slot[]>(slot_capacity);
     for (uint32_t i = 0; i < count_; ++i) {
-        slots[i] = slots_[(oldest_ + i) & (slot_capacity_ - 1)];
+        slots[i] = slots_[ring(oldest_ + i)];
         slots[i].offset -= live_start;
     }
     auto bytes = std::make_unique<char[]>(live);

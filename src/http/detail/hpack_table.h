@@ -63,8 +63,8 @@ public:
     // point into this table.
     void insert(std::string_view name, std::string_view value, uint8_t static_name_index);
 
-    // Gives back the room the entries do not use: the ring to the smallest
-    // power of two that holds them and the bytes to exactly the live ones (none
+    // Gives back the room the entries do not use: the ring and the bytes to
+    // exactly the entries and their live bytes (none
     // when empty). For a connection going idle (issue 38): its tables keep what
     // they hold, not the doubling's slack; the next insert grows them again.
     // Invalidates the views get() returned; a table already tight is left as is.
@@ -88,7 +88,12 @@ private:
     // class (issue 38).
     uint32_t max_size_;
     uint32_t size_ = 0;
-    std::unique_ptr<Slot[]> slots_; // a ring, capacity a power of two
+    // A ring, of any capacity (not a power of two: shrink_to_fit() cuts it to
+    // the count, issue 38). `position` < 2 * slot_capacity_.
+    uint32_t ring(uint32_t position) const {
+        return position < slot_capacity_ ? position : position - slot_capacity_;
+    }
+    std::unique_ptr<Slot[]> slots_;
     std::unique_ptr<char[]> bytes_;
     uint32_t slot_capacity_ = 0;
     uint32_t oldest_ = 0; // ring position of the oldest entry
