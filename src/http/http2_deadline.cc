@@ -23,10 +23,14 @@ void Http2Engine::plan_deadline() {
                                       [](const auto& stream) { return has_data(*stream); });
     // The first interval starts when output began to wait; on_deadline()
     // starts the next ones while the client keeps up the minimum rate.
-    if (stalled && !stalled_) send_rate_.start(context_.clock.now_ms);
+    if (stalled && !stalled_) {
+        if (!send_rate_) send_rate_ = std::make_unique<MinRate>();
+        send_rate_->start(context_.clock.now_ms);
+    }
+    if (!stalled) send_rate_.reset();
     stalled_ = stalled;
     if (stalled)
-        deadline_ = send_rate_.deadline(options.send_timeout_ms);
+        deadline_ = send_rate_->deadline(options.send_timeout_ms);
     else if (streams_.empty())
         // The preface and first request under the header deadline, then the
         // keep-alive timeout.
@@ -126,7 +130,7 @@ Http2Engine::Next Http2Engine::on_deadline() {
         // memory, for as long as the client liked). Kestrel's
         // MinResponseDataRate, 240 bytes/s after a 5 s grace, is the model.
         uint64_t timeout_ms = context_.options.send_timeout_ms;
-        if (send_rate_.passed(now, timeout_ms, kMinSendBytesPerSecond)) {
+        if (send_rate_->passed(now, timeout_ms, kMinSendBytesPerSecond)) {
             plan_deadline(); // the next interval, or a stream's body deadline before it
             return Next::Wait;
         }

@@ -138,7 +138,7 @@ bool Http2Engine::write_output() {
         Http2Output::Status status = output_->write(transport_);
         if (output_pending() < before) {
             last_activity_ms_ = context_.clock.now_ms;
-            send_rate_.moved(before - output_pending());
+            if (send_rate_) send_rate_->moved(before - output_pending());
         }
         switch (status) {
         case Http2Output::Status::Done:
