@@ -27,7 +27,6 @@ void Http2Engine::plan_deadline() {
         if (!send_rate_) send_rate_ = std::make_unique<MinRate>();
         send_rate_->start(context_.clock.now_ms);
     }
-    if (!stalled) send_rate_.reset();
     stalled_ = stalled;
     if (stalled)
         deadline_ = send_rate_->deadline(options.send_timeout_ms);

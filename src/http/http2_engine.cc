@@ -130,6 +130,10 @@ bool Http2Engine::write_output() {
                 if ((requests_ & (requests_ - 1)) == 0) {
                     hpack_decoder_.shrink_table();
                     hpack_encoder_.shrink_table();
+                    // And the send-rate state: nothing waits now (freed after
+                    // every request it cost 55 instructions a request, h2).
+                    send_rate_.reset();
+                    stalled_ = false;
                 }
             }
             return true;

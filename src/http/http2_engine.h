@@ -308,7 +308,9 @@ private:
     // Output that waits must move kMinSendBytesPerSecond on average over each
     // --send-timeout interval, or the connection closes at the interval's end.
     static constexpr uint64_t kMinSendBytesPerSecond = 256;
-    // Allocated while output waits (plan_deadline), 24 bytes less in every idle engine.
+    // Allocated when output first waits (plan_deadline), freed when the
+    // connection goes idle (write_output): 24 bytes less in an idle engine.
+    // Allocated whenever stalled_ is set.
     std::unique_ptr<MinRate> send_rate_;
     uint64_t requests_ = 0;
     uint64_t held_bytes_ = 0;        // by answered streams (Http2Stream::held)
