@@ -39,8 +39,9 @@ HpackIndexing indexing_for(std::string_view name) {
 // whose connection's encoder is in the same state (HpackEncoder::state_id)
 // is the same bytes, copied instead of encoded again: a connection's answers
 // mostly repeat their fields (content-type, accept-ranges, the server's),
-// and the ones that change every response (date, content-length, which
-// never enter the dynamic table) are encoded around the copy. Per thread,
+// and the ones that change (the date, indexed once a second, and the
+// content-length, never indexed) are encoded around the copy; a new date
+// changes the table's state_id, so the cache misses once a second. Per thread,
 // one entry for each of the last kEntries connections that answered, so an
 // idle connection keeps none of it.
 struct HeadBlockCache {
