@@ -180,9 +180,14 @@ public:
     void set_huffman_for_literals(bool on) { huffman_for_literals_ = on; }
 
     const detail::HpackDynamicTable& table() const { return table_; }
-    // The connection went idle: the table keeps only the room its entries use
-    // (the entries and state_id() are unchanged).
-    void shrink_table() { table_.shrink_to_fit(); }
+    // The connection went idle: the encoder forgets its table's entries and
+    // frees it (issue 38: an idle connection holds no encoder table). Nothing
+    // is sent: the peer's decoder keeps the entries, which stay harmless
+    // because eviction is oldest first and indices count from the newest
+    // (§2.3.3, §4.4): the entries this encoder inserts from now on are the
+    // newest of the peer's table, at the indices it expects, and the peer
+    // evicts the forgotten ones before them. Changes state_id().
+    void forget_table();
 
     // Names this encoder's dynamic table as it is now, unique among the
     // encoders of the thread: it changes whenever the table does. Two

@@ -89,6 +89,12 @@ void HpackEncoder::set_peer_max_table_size(uint32_t peer_max_table_size) {
     state_id_ = next_state_id();
 }
 
+void HpackEncoder::forget_table() {
+    if (table_.count() == 0) return;
+    table_ = detail::HpackDynamicTable(table_.max_size());
+    state_id_ = next_state_id();
+}
+
 void HpackEncoder::begin_block(std::string& out) {
     if (!size_update_pending_) return;
     size_update_pending_ = false;

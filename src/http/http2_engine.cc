@@ -123,13 +123,15 @@ bool Http2Engine::write_output() {
             if (streams_.empty()) {
                 output_.reset();
                 if (streams_.capacity() > 8) decltype(streams_)().swap(streams_);
-                // Nor the HPACK tables' doubling slack (issue 38), after the
-                // 1st, 2nd, 4th, 8th... request only: a client that inserts
-                // with every request would otherwise have the tables grown
-                // and shrunk again each time (h2: +70 instructions a request).
+                // Nor the decoder's table's doubling slack, nor an encoder
+                // table at all (issue 38: the next head inserts its date and
+                // server again), after the 1st, 2nd, 4th, 8th... request
+                // only: a client that inserts with every request would
+                // otherwise have the tables grown and shrunk again each time
+                // (h2: +70 instructions a request).
                 if ((requests_ & (requests_ - 1)) == 0) {
                     hpack_decoder_.shrink_table();
-                    hpack_encoder_.shrink_table();
+                    hpack_encoder_.forget_table();
                     // And the send-rate state: nothing waits now (freed after
                     // every request it cost 55 instructions a request, h2).
                     send_rate_.reset();

@@ -316,19 +316,35 @@ TEST(HpackDynamicTable, ShrinkToFitKeepsTheEntries) {
     EXPECT_EQ(table_entries(table), (Fields{{"a", "b"}}));
 }
 
-// The encoder's table shrunk between blocks: the same indices are found.
-TEST(HpackEncoder, ShrunkTableStillIndexes) {
+// The encoder's table forgotten between blocks (an idle connection, issue 38):
+// the same fields are inserted again, at the indices a peer that kept the old
+// entries expects, and the head cache's state changes.
+TEST(HpackEncoder, ForgottenTableInsertsAgain) {
     HpackEncoder encoder;
+    HpackDecoder peer;
+    HpackHeaderList list;
     std::string first;
     encoder.encode("server", "lepus", HpackIndexing::Incremental, first);
     encoder.encode("x-one", "1", HpackIndexing::Incremental, first);
+    ASSERT_EQ(peer.decode(bytes_of(first), list), HpackStatus::Ok);
     const uint64_t state = encoder.state_id();
-    encoder.shrink_table();
-    EXPECT_EQ(encoder.state_id(), state);
+    encoder.forget_table();
+    EXPECT_NE(encoder.state_id(), state);
+    EXPECT_EQ(encoder.table().count(), 0u);
     std::string second;
-    encoder.encode("server", "lepus", HpackIndexing::Incremental, second);
     encoder.encode("x-one", "1", HpackIndexing::Incremental, second);
-    EXPECT_EQ(second, "\xbf\xbe"); // dynamic 63 and 62 (§2.3.3)
+    encoder.encode("x-two", "2", HpackIndexing::Incremental, second);
+    EXPECT_EQ(static_cast<uint8_t>(second[0]), 0x40); // literal with incremental indexing
+    std::string third;
+    encoder.encode("x-two", "2", HpackIndexing::Incremental, third);
+    encoder.encode("x-one", "1", HpackIndexing::Incremental, third);
+    EXPECT_EQ(third, "\xbe\xbf"); // dynamic 62 and 63 (§2.3.3), above the forgotten ones
+    ASSERT_EQ(peer.decode(bytes_of(second), list), HpackStatus::Ok);
+    ASSERT_EQ(peer.decode(bytes_of(third), list), HpackStatus::Ok);
+    EXPECT_EQ(fields_of(list), (Fields{{"x-two", "2"}, {"x-one", "1"}}));
+    EXPECT_EQ(peer.table().count(), 4u); // the peer still holds the forgotten two
+    encoder.forget_table();              // the new entries go too
+    EXPECT_EQ(encoder.table().count(), 0u);
 }
 
 // --- Errors: never undefined, always CompressionError ---
