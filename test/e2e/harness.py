@@ -392,6 +392,16 @@ class Lepus:
     def fd_count(self):
         return len(os.listdir("/proc/%d/fd" % self.proc.pid))
 
+    def fd_targets(self):
+        """What each open descriptor is ({fd: readlink}), for a message about a leak."""
+        targets = {}
+        for fd in os.listdir("/proc/%d/fd" % self.proc.pid):
+            try:
+                targets[int(fd)] = os.readlink("/proc/%d/fd/%s" % (self.proc.pid, fd))
+            except OSError:
+                pass  # closed meanwhile
+        return targets
+
     def rss_kib(self):
         with open("/proc/%d/status" % self.proc.pid) as f:
             for line in f:

@@ -256,6 +256,7 @@ class VanishingClients(unittest.TestCase):
         self.assertEqual(self.server.get("/hello.txt").status, 200)
         time.sleep(2)  # the last warm-up clients are noticed and closed
         fds_before = self.server.fd_count()
+        targets_before = self.server.fd_targets()
         rss_before = self.server.rss_kib()
 
         started = time.monotonic()
@@ -274,7 +275,13 @@ class VanishingClients(unittest.TestCase):
               "%d; RSS %d KiB -> %d KiB (%+d KiB, bound %d KiB)"
               % (self.CONNECTIONS, elapsed, fds_before, fds_after, rss_before, rss_after, growth,
                  bound))
-        self.assertEqual(fds_after, fds_before, "descriptors leaked")
+        if fds_after != fds_before:
+            targets_after = self.server.fd_targets()
+            changed = {fd: (targets_before.get(fd), targets_after.get(fd))
+                       for fd in set(targets_before) | set(targets_after)
+                       if targets_before.get(fd) != targets_after.get(fd)}
+            self.fail("descriptors leaked: %d -> %d; changed (before, after): %s"
+                      % (fds_before, fds_after, changed))
         self.assertLess(growth, bound, "RSS grew by %d KiB" % growth)
         self.assertEqual(self.server.get("/hello.txt").status, 200)
 
