@@ -2,13 +2,12 @@
 // size, everything else through malloc as before, a real handshake on top.
 // ctest runs each test in a process of its own, so each installs first.
 #include "net/tls_memory.h"
+#include "support/self_signed.h"
 
 #include <cstring>
 #include <gtest/gtest.h>
 #include <openssl/crypto.h>
-#include <openssl/evp.h>
 #include <openssl/ssl.h>
-#include <openssl/x509.h>
 #include <string>
 
 namespace lepus {
@@ -21,22 +20,10 @@ void install_or_skip() {
 
 // A server context with a self-signed P-256 certificate made here, in memory.
 SSL_CTX* server_context() {
-    EVP_PKEY* key = EVP_EC_gen("P-256");
-    X509* certificate = X509_new();
-    ASN1_INTEGER_set(X509_get_serialNumber(certificate), 1);
-    X509_gmtime_adj(X509_getm_notBefore(certificate), 0);
-    X509_gmtime_adj(X509_getm_notAfter(certificate), 3600);
-    X509_set_pubkey(certificate, key);
-    X509_NAME* name = X509_get_subject_name(certificate);
-    X509_NAME_add_entry_by_txt(name, "CN", MBSTRING_ASC,
-                               reinterpret_cast<const unsigned char*>("localhost"), -1, -1, 0);
-    X509_set_issuer_name(certificate, name);
-    X509_sign(certificate, key, EVP_sha256());
+    test::SelfSignedCertificate made("localhost");
     SSL_CTX* context = SSL_CTX_new(TLS_server_method());
-    SSL_CTX_use_certificate(context, certificate);
-    SSL_CTX_use_PrivateKey(context, key);
-    X509_free(certificate);
-    EVP_PKEY_free(key);
+    SSL_CTX_use_certificate(context, made.certificate());
+    SSL_CTX_use_PrivateKey(context, made.key());
     return context;
 }
 

@@ -2,6 +2,7 @@
 // client on the other end; the certificate is made here (a self-signed P-256).
 #include "net/tls_context.h"
 #include "net/tls_transport.h"
+#include "support/self_signed.h"
 
 #include <arpa/inet.h>
 #include <cstdio>
@@ -29,25 +30,13 @@ struct TestCertificate {
         dir = mkdtemp(pattern);
         cert = dir + "/cert.pem";
         key = dir + "/key.pem";
-        EVP_PKEY* pkey = EVP_EC_gen("P-256");
-        X509* x509 = X509_new();
-        ASN1_INTEGER_set(X509_get_serialNumber(x509), 1);
-        X509_gmtime_adj(X509_getm_notBefore(x509), 0);
-        X509_gmtime_adj(X509_getm_notAfter(x509), 3600);
-        X509_set_pubkey(x509, pkey);
-        X509_NAME* name = X509_get_subject_name(x509);
-        X509_NAME_add_entry_by_txt(name, "CN", MBSTRING_ASC,
-                                   reinterpret_cast<const unsigned char*>(common_name), -1, -1, 0);
-        X509_set_issuer_name(x509, name);
-        X509_sign(x509, pkey, EVP_sha256());
+        test::SelfSignedCertificate made(common_name);
         FILE* f = fopen(cert.c_str(), "w");
-        PEM_write_X509(f, x509);
+        PEM_write_X509(f, made.certificate());
         fclose(f);
         f = fopen(key.c_str(), "w");
-        PEM_write_PrivateKey(f, pkey, nullptr, nullptr, 0, nullptr, nullptr);
+        PEM_write_PrivateKey(f, made.key(), nullptr, nullptr, 0, nullptr, nullptr);
         fclose(f);
-        X509_free(x509);
-        EVP_PKEY_free(pkey);
     }
     ~TestCertificate() {
         unlink(cert.c_str());
