@@ -1,6 +1,8 @@
 #include "server/status_page.h"
 
 #include <cstdio>
+#include <span>
+#include <utility>
 
 namespace lepus {
 namespace {
@@ -40,17 +42,118 @@ void append_metric(std::string& out, const char* name, const char* type, const c
     out += '\n';
 }
 
-void append_per_reactor(std::string& out, const StatusSnapshot& status, const char* name,
-                        const char* type, const char* help, ReactorField field,
-                        const char* extra_label = nullptr) {
-    append_metric(out, name, type, help);
-    for (size_t i = 0; i < status.reactors.size(); ++i) {
-        out += name;
-        out += "{reactor=\"" + std::to_string(i) + "\"";
-        if (extra_label) out += std::string(",") + extra_label;
-        out += "} ";
-        append_number(out, status.reactors[i].*field);
-        out += '\n';
+using ReactorState = std::pair<const char*, ReactorField>;
+using ReactorStats = StatusSnapshot::Reactor;
+constexpr ReactorState kConnectionStates[] = {{"reading", &ReactorStats::reading},
+                                              {"writing", &ReactorStats::writing},
+                                              {"tunnel", &ReactorStats::tunnels},
+                                              {"idle", &ReactorStats::idle}};
+constexpr ReactorState kFastCgiStates[] = {{"busy", &ReactorStats::fastcgi_busy},
+                                           {"idle", &ReactorStats::fastcgi_idle}};
+constexpr ReactorState kProxyStates[] = {{"busy", &ReactorStats::proxy_busy},
+                                         {"idle", &ReactorStats::proxy_idle}};
+
+// The Prometheus metrics kept per reactor, in the order they are written: a
+// value per reactor, or, with `states`, one per reactor and state.
+struct ReactorMetric {
+    const char* name;
+    const char* type;
+    const char* help;
+    ReactorField field; // null when by state
+    std::span<const ReactorState> states = {};
+};
+
+constexpr ReactorMetric kReactorMetrics[] = {
+    {"lepus_connections", "gauge", "Client connections by state.", nullptr, kConnectionStates},
+    {"lepus_requests_total", "counter", "Requests served.", &ReactorStats::requests},
+    {"lepus_sent_bytes_total", "counter", "Response bytes sent (heads and bodies).",
+     &ReactorStats::bytes_sent},
+    {"lepus_open_file_cache_hits_total", "counter", "Open-file cache hits.",
+     &ReactorStats::cache_hits},
+    {"lepus_open_file_cache_misses_total", "counter", "Open-file cache misses.",
+     &ReactorStats::cache_misses},
+    {"lepus_fastcgi_connections", "gauge",
+     "FastCGI backend connections by state, summed over the reactor's backends.", nullptr,
+     kFastCgiStates},
+    {"lepus_fastcgi_queued_requests", "gauge", "Requests waiting for a FastCGI backend connection.",
+     &ReactorStats::fastcgi_queued},
+    {"lepus_fastcgi_backends_down", "gauge",
+     "FastCGI backends taken out (max_fails, or failed health checks).",
+     &ReactorStats::fastcgi_down},
+    {"lepus_fastcgi_backend_failures_total", "counter",
+     "Failed FastCGI connections and health checks.", &ReactorStats::fastcgi_failures},
+    {"lepus_http2_connections", "gauge", "HTTP/2 connections open.",
+     &ReactorStats::http2_connections},
+    {"lepus_http2_connections_total", "counter", "HTTP/2 connections opened.",
+     &ReactorStats::http2_connections_total},
+    {"lepus_http2_streams", "gauge", "HTTP/2 streams open.", &ReactorStats::http2_streams},
+    {"lepus_http2_streams_total", "counter", "HTTP/2 streams opened.",
+     &ReactorStats::http2_streams_total},
+    {"lepus_http3_connections", "gauge", "QUIC connections open (HTTP/3).",
+     &ReactorStats::http3_connections},
+    {"lepus_http3_connections_total", "counter", "QUIC connections opened (HTTP/3).",
+     &ReactorStats::http3_connections_total},
+    {"lepus_http3_streams_total", "counter", "HTTP/3 request streams opened.",
+     &ReactorStats::http3_streams_total},
+    {"lepus_quic_packets_received_total", "counter", "UDP packets received on quic:// sockets.",
+     &ReactorStats::quic_packets_received},
+    {"lepus_quic_packets_sent_total", "counter", "UDP packets sent on quic:// sockets.",
+     &ReactorStats::quic_packets_sent},
+    {"lepus_quic_packets_dropped_total", "counter",
+     "QUIC packets dropped (unusable, or a full socket buffer).",
+     &ReactorStats::quic_packets_dropped},
+    {"lepus_quic_retries_total", "counter",
+     "QUIC Retry packets sent (address validation under a handshake flood).",
+     &ReactorStats::quic_retries},
+    {"lepus_quic_version_negotiations_total", "counter",
+     "QUIC Version Negotiation packets sent (RFC 9000 §6).",
+     &ReactorStats::quic_version_negotiations},
+    {"lepus_quic_packets_lost_total", "counter",
+     "QUIC packets with stream data declared lost (RFC 9002 §6).",
+     &ReactorStats::quic_packets_lost},
+    {"lepus_quic_send_calls_total", "counter",
+     "sendmmsg/sendmsg calls on quic:// sockets (GSO and batching: fewer than "
+     "packets).",
+     &ReactorStats::quic_send_calls},
+    {"lepus_proxy_connections", "gauge",
+     "HTTP backend connections by state, summed over the reactor's backends.", nullptr,
+     kProxyStates},
+    {"lepus_proxy_queued_requests", "gauge", "Requests waiting for an HTTP backend connection.",
+     &ReactorStats::proxy_queued},
+    {"lepus_proxy_tunnels", "gauge",
+     "HTTP backend connections a 101 made tunnels (out of the pool).",
+     &ReactorStats::proxy_tunnels},
+    {"lepus_proxy_backends_down", "gauge",
+     "HTTP backends taken out (max_fails, or failed health checks).", &ReactorStats::proxy_down},
+    {"lepus_proxy_backend_failures_total", "counter",
+     "Failed HTTP backend connections and health checks.", &ReactorStats::proxy_failures},
+    {"lepus_tls_connections_total", "counter", "Connections accepted on TLS listeners.",
+     &ReactorStats::tls_connections},
+    {"lepus_tls_handshakes_total", "counter", "TLS handshakes completed.",
+     &ReactorStats::tls_handshakes},
+    {"lepus_tls_resumed_total", "counter", "TLS handshakes resumed from a session ticket.",
+     &ReactorStats::tls_resumed},
+    {"lepus_tls_handshake_failures_total", "counter",
+     "TLS handshakes that failed (old protocol, garbage, plain HTTP, EOF).",
+     &ReactorStats::tls_handshake_failures},
+};
+
+void append_reactor_metrics(const StatusSnapshot& status, std::string& out) {
+    for (const ReactorMetric& metric : kReactorMetrics) {
+        append_metric(out, metric.name, metric.type, metric.help);
+        for (size_t i = 0; i < status.reactors.size(); ++i) {
+            const std::string reactor = "{reactor=\"" + std::to_string(i) + "\"";
+            if (metric.states.empty()) {
+                out += metric.name + reactor + "} ";
+                append_number(out, status.reactors[i].*metric.field);
+                out += '\n';
+            }
+            for (const auto& [state, field] : metric.states) {
+                out += metric.name + reactor + ",state=\"" + state + "\"} ";
+                append_number(out, status.reactors[i].*field);
+                out += '\n';
+            }
+        }
     }
 }
 
@@ -229,100 +332,7 @@ void render_status_prometheus(const StatusSnapshot& status, std::string& out) {
     std::snprintf(uptime, sizeof uptime, "%.3f", status.uptime_seconds);
     append_metric(out, "lepus_uptime_seconds", "gauge", "Seconds since lepus started.");
     out += std::string("lepus_uptime_seconds ") + uptime + "\n";
-    using R = StatusSnapshot::Reactor;
-    append_metric(out, "lepus_connections", "gauge", "Client connections by state.");
-    const std::pair<const char*, ReactorField> states[] = {{"reading", &R::reading},
-                                                           {"writing", &R::writing},
-                                                           {"tunnel", &R::tunnels},
-                                                           {"idle", &R::idle}};
-    for (size_t i = 0; i < status.reactors.size(); ++i)
-        for (auto& [state, field] : states)
-            out += "lepus_connections{reactor=\"" + std::to_string(i) + "\",state=\"" + state +
-                   "\"} " + std::to_string(status.reactors[i].*field) + "\n";
-    append_per_reactor(out, status, "lepus_requests_total", "counter", "Requests served.",
-                       &R::requests);
-    append_per_reactor(out, status, "lepus_sent_bytes_total", "counter",
-                       "Response bytes sent (heads and bodies).", &R::bytes_sent);
-    append_per_reactor(out, status, "lepus_open_file_cache_hits_total", "counter",
-                       "Open-file cache hits.", &R::cache_hits);
-    append_per_reactor(out, status, "lepus_open_file_cache_misses_total", "counter",
-                       "Open-file cache misses.", &R::cache_misses);
-    append_metric(out, "lepus_fastcgi_connections", "gauge",
-                  "FastCGI backend connections by state, summed over the reactor's backends.");
-    const std::pair<const char*, ReactorField> fastcgi_states[] = {{"busy", &R::fastcgi_busy},
-                                                                   {"idle", &R::fastcgi_idle}};
-    for (size_t i = 0; i < status.reactors.size(); ++i)
-        for (auto& [state, field] : fastcgi_states)
-            out += "lepus_fastcgi_connections{reactor=\"" + std::to_string(i) + "\",state=\"" +
-                   state + "\"} " + std::to_string(status.reactors[i].*field) + "\n";
-    append_per_reactor(out, status, "lepus_fastcgi_queued_requests", "gauge",
-                       "Requests waiting for a FastCGI backend connection.", &R::fastcgi_queued);
-    append_per_reactor(out, status, "lepus_fastcgi_backends_down", "gauge",
-                       "FastCGI backends taken out (max_fails, or failed health checks).",
-                       &R::fastcgi_down);
-    append_per_reactor(out, status, "lepus_fastcgi_backend_failures_total", "counter",
-                       "Failed FastCGI connections and health checks.", &R::fastcgi_failures);
-    append_per_reactor(out, status, "lepus_http2_connections", "gauge", "HTTP/2 connections open.",
-                       &R::http2_connections);
-    append_per_reactor(out, status, "lepus_http2_connections_total", "counter",
-                       "HTTP/2 connections opened.", &R::http2_connections_total);
-    append_per_reactor(out, status, "lepus_http2_streams", "gauge", "HTTP/2 streams open.",
-                       &R::http2_streams);
-    append_per_reactor(out, status, "lepus_http2_streams_total", "counter",
-                       "HTTP/2 streams opened.", &R::http2_streams_total);
-    append_per_reactor(out, status, "lepus_http3_connections", "gauge",
-                       "QUIC connections open (HTTP/3).", &R::http3_connections);
-    append_per_reactor(out, status, "lepus_http3_connections_total", "counter",
-                       "QUIC connections opened (HTTP/3).", &R::http3_connections_total);
-    append_per_reactor(out, status, "lepus_http3_streams_total", "counter",
-                       "HTTP/3 request streams opened.", &R::http3_streams_total);
-    append_per_reactor(out, status, "lepus_quic_packets_received_total", "counter",
-                       "UDP packets received on quic:// sockets.", &R::quic_packets_received);
-    append_per_reactor(out, status, "lepus_quic_packets_sent_total", "counter",
-                       "UDP packets sent on quic:// sockets.", &R::quic_packets_sent);
-    append_per_reactor(out, status, "lepus_quic_packets_dropped_total", "counter",
-                       "QUIC packets dropped (unusable, or a full socket buffer).",
-                       &R::quic_packets_dropped);
-    append_per_reactor(out, status, "lepus_quic_retries_total", "counter",
-                       "QUIC Retry packets sent (address validation under a handshake flood).",
-                       &R::quic_retries);
-    append_per_reactor(out, status, "lepus_quic_version_negotiations_total", "counter",
-                       "QUIC Version Negotiation packets sent (RFC 9000 §6).",
-                       &R::quic_version_negotiations);
-    append_per_reactor(out, status, "lepus_quic_packets_lost_total", "counter",
-                       "QUIC packets with stream data declared lost (RFC 9002 §6).",
-                       &R::quic_packets_lost);
-    append_per_reactor(out, status, "lepus_quic_send_calls_total", "counter",
-                       "sendmmsg/sendmsg calls on quic:// sockets (GSO and batching: fewer than "
-                       "packets).",
-                       &R::quic_send_calls);
-    append_metric(out, "lepus_proxy_connections", "gauge",
-                  "HTTP backend connections by state, summed over the reactor's backends.");
-    const std::pair<const char*, ReactorField> proxy_states[] = {{"busy", &R::proxy_busy},
-                                                                 {"idle", &R::proxy_idle}};
-    for (size_t i = 0; i < status.reactors.size(); ++i)
-        for (auto& [state, field] : proxy_states)
-            out += "lepus_proxy_connections{reactor=\"" + std::to_string(i) + "\",state=\"" +
-                   state + "\"} " + std::to_string(status.reactors[i].*field) + "\n";
-    append_per_reactor(out, status, "lepus_proxy_queued_requests", "gauge",
-                       "Requests waiting for an HTTP backend connection.", &R::proxy_queued);
-    append_per_reactor(out, status, "lepus_proxy_tunnels", "gauge",
-                       "HTTP backend connections a 101 made tunnels (out of the pool).",
-                       &R::proxy_tunnels);
-    append_per_reactor(out, status, "lepus_proxy_backends_down", "gauge",
-                       "HTTP backends taken out (max_fails, or failed health checks).",
-                       &R::proxy_down);
-    append_per_reactor(out, status, "lepus_proxy_backend_failures_total", "counter",
-                       "Failed HTTP backend connections and health checks.", &R::proxy_failures);
-    append_per_reactor(out, status, "lepus_tls_connections_total", "counter",
-                       "Connections accepted on TLS listeners.", &R::tls_connections);
-    append_per_reactor(out, status, "lepus_tls_handshakes_total", "counter",
-                       "TLS handshakes completed.", &R::tls_handshakes);
-    append_per_reactor(out, status, "lepus_tls_resumed_total", "counter",
-                       "TLS handshakes resumed from a session ticket.", &R::tls_resumed);
-    append_per_reactor(out, status, "lepus_tls_handshake_failures_total", "counter",
-                       "TLS handshakes that failed (old protocol, garbage, plain HTTP, EOF).",
-                       &R::tls_handshake_failures);
+    append_reactor_metrics(status, out);
     append_metric(out, "lepus_responses_total", "counter", "Responses by status code.");
     for (auto& [code, count] : status.status_codes)
         out += "lepus_responses_total{code=\"" + std::to_string(code) + "\"} " +
