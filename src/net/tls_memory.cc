@@ -19,6 +19,12 @@ constexpr size_t kArenaFloor = size_t{7} * 1024;
 // resident only as used); beyond them, SSL objects come from malloc again.
 constexpr size_t kArenaSlots = size_t{1} << 20;
 
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+constexpr bool kSanitizerBuild = true;
+#else
+constexpr bool kSanitizerBuild = false;
+#endif
+
 SlotArena* arena = nullptr; // set once, before any other thread starts
 // While install_tls_memory() makes a throwaway SSL: the largest request above
 // the floor, which is the SSL itself.
@@ -75,21 +81,18 @@ size_t probe_ssl_size() {
 } // namespace
 
 bool install_tls_memory() {
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-    return false;
-#else
+    // Their leak checks cannot see pointers held inside the arena's slots.
+    if (kSanitizerBuild) return false;
     static bool installed = false;
     if (installed) return true;
     if (CRYPTO_set_mem_functions(tls_malloc, tls_realloc, tls_free) == 0) return false;
     installed = true;
     const size_t ssl_size = probe_ssl_size();
     // No SSL above the floor (another OpenSSL version): no arena, and the
-    // functions only pass requests on to malloc.
-    // Never deleted: OpenSSL frees what it still holds in its own exit handler.
+    // functions only pass requests on to malloc. Never deleted: OpenSSL frees
+    // what it still holds in its own exit handler.
     if (ssl_size > kArenaFloor) arena = new SlotArena(ssl_size, kArenaSlots); // NOLINT
-
     return true;
-#endif
 }
 
 size_t tls_memory_slot_size() {

@@ -13,10 +13,12 @@
 namespace lepus {
 namespace {
 
-void install_or_skip() {
-    if (!install_tls_memory()) GTEST_SKIP() << "not installed (a sanitizer build)";
-    ASSERT_GT(tls_memory_slot_size(), 7u * 1024) << "OpenSSL's SSL is no longer that big";
-}
+// In a test's body, not a helper: GTEST_SKIP() returns from the function it is in.
+#define INSTALL_OR_SKIP()                                                                          \
+    do {                                                                                           \
+        if (!install_tls_memory()) GTEST_SKIP() << "not installed (a sanitizer build)";            \
+        ASSERT_GT(tls_memory_slot_size(), 7u * 1024) << "OpenSSL's SSL is no longer that big";     \
+    } while (false)
 
 // A server context with a self-signed P-256 certificate made here, in memory.
 SSL_CTX* server_context() {
@@ -28,7 +30,7 @@ SSL_CTX* server_context() {
 }
 
 TEST(TlsMemory, EachSslTakesOneSlotUntilFreedAndAHandshakeWorks) {
-    install_or_skip();
+    INSTALL_OR_SKIP();
     SSL_CTX* server_ctx = server_context();
     SSL_CTX* client_ctx = SSL_CTX_new(TLS_client_method());
     const size_t before = tls_memory_slots_in_use();
@@ -74,7 +76,7 @@ TEST(TlsMemory, EachSslTakesOneSlotUntilFreedAndAHandshakeWorks) {
 }
 
 TEST(TlsMemory, ASlotReallocatedStaysOrMovesWithItsBytes) {
-    install_or_skip();
+    INSTALL_OR_SKIP();
     const size_t slot = tls_memory_slot_size();
     const size_t before = tls_memory_slots_in_use();
     auto* bytes = static_cast<char*>(OPENSSL_malloc(slot - 8));
