@@ -12,6 +12,9 @@ namespace lepus {
 
 BufferedBodyStream::~BufferedBodyStream() {
     release();
+    // Before open_: the inner stream may point into what open_ captured (the
+    // FastCGI script target).
+    inner_.reset();
 }
 
 size_t BufferedBodyStream::offer_body(std::span<const char> data) {

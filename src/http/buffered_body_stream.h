@@ -17,7 +17,7 @@
 #pragma once
 
 #include "base/unique_fd.h"
-#include "http/exchange.h"
+#include "http/forwarding_stream.h"
 
 #include <cstdint>
 #include <functional>
@@ -31,7 +31,7 @@ struct BodyBufferOptions {
     std::string temp_dir = "/tmp";           // --temp-dir
 };
 
-class BufferedBodyStream final : public ResponseStream {
+class BufferedBodyStream final : public ForwardingStream {
 public:
     // Makes the backend stream once the body is complete (called once, from end_body).
     using Open = std::function<std::unique_ptr<ResponseStream>()>;
@@ -44,14 +44,6 @@ public:
     size_t offer_body(std::span<const char> data) override;
     void end_body() override;
     StreamState poll() override;
-    const StreamHead& head() const override { return inner_->head(); }
-    std::span<const char> body() const override { return inner_->body(); }
-    void consume(size_t bytes) override { inner_->consume(bytes); }
-    bool ended() const override { return inner_->ended(); }
-    int error_status() const override { return inner_ ? inner_->error_status() : 500; }
-    std::span<const Header> error_fields() const override {
-        return inner_ ? inner_->error_fields() : std::span<const Header>();
-    }
     void release() override;
 
     // Bytes read back from the file per offer to the inner stream.
@@ -63,7 +55,7 @@ private:
 
     Open open_;
     const BodyBufferOptions& options_;
-    std::unique_ptr<ResponseStream> inner_; // null until end_body()
+    // inner_ (ForwardingStream's) is null until end_body().
     // The body so far while it fits in memory; while replaying from the file,
     // the chunk read back and not yet taken (from memory_pos_).
     std::string memory_;

@@ -9,23 +9,15 @@
 // difference, HTTP/1.1 or HTTP/2.
 #pragma once
 
-#include "http/exchange.h"
-
-#include <memory>
+#include "http/forwarding_stream.h"
 
 namespace lepus {
 
-class WaitingStream : public ResponseStream {
+class WaitingStream : public ForwardingStream {
 public:
     size_t offer_body(std::span<const char> data) override;
     void end_body() override;
     StreamState poll() override;
-    const StreamHead& head() const override { return inner_->head(); }
-    std::span<const char> body() const override { return inner_->body(); }
-    void consume(size_t bytes) override { inner_->consume(bytes); }
-    bool ended() const override { return inner_->ended(); }
-    int error_status() const override { return inner_->error_status(); }
-    std::span<const Header> error_fields() const override { return inner_->error_fields(); }
     void release() override;
 
 protected:
@@ -41,10 +33,10 @@ protected:
     Exchange& exchange_;
 
 private:
-    // Routes the exchange now that the wait is over, keeping what it gives as inner_.
+    // Routes the exchange now that the wait is over, keeping what it gives as
+    // inner_ (ForwardingStream's).
     void route();
 
-    std::unique_ptr<ResponseStream> inner_;
     bool body_ended_ = false;
 };
 
