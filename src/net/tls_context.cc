@@ -4,6 +4,7 @@
 #include "base/unique_fd.h"
 #include "net/certificate_check.h"
 #include "net/tls_alpn_challenge.h"
+#include "net/tls_memory.h"
 
 #include <algorithm>
 #include <cerrno>
@@ -353,6 +354,7 @@ SslContextRef build_tls_context(const TlsSettings& settings, std::string& error)
     table->on_demand = settings.on_demand;
     SSL_CTX_set_tlsext_servername_callback(context.get(), select_certificate);
     SSL_CTX_set_ex_data(context.get(), sni_index(), table.release());
+    size_tls_memory(context.get()); // the first context sizes the SSL objects' slots
     return context;
 }
 

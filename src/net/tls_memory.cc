@@ -3,10 +3,11 @@
 #include "base/slot_arena.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
 #include <openssl/crypto.h>
-#include <openssl/ssl.h>
 
 namespace lepus {
 
@@ -15,9 +16,9 @@ namespace {
 // Requests above this are rounded up to 8 KiB by tcmalloc; below it, its
 // classes are within 1 KiB of each other and an exact slot would save little.
 constexpr size_t kArenaFloor = size_t{7} * 1024;
-// Address space for this many connections' SSL objects (7.3 GiB reserved,
+// Address space for this many connections' SSL objects (465 MiB reserved,
 // resident only as used); beyond them, SSL objects come from malloc again.
-constexpr size_t kArenaSlots = size_t{1} << 20;
+constexpr size_t kArenaSlots = size_t{64} * 1024;
 
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
 constexpr bool kSanitizerBuild = true;
@@ -25,27 +26,31 @@ constexpr bool kSanitizerBuild = true;
 constexpr bool kSanitizerBuild = false;
 #endif
 
-SlotArena* arena = nullptr; // set once, before any other thread starts
-// While install_tls_memory() makes a throwaway SSL: the largest request above
-// the floor, which is the SSL itself.
-bool probing = false;
-size_t probed_size = 0;
-
-bool in_arena_range(size_t size) {
-    return arena != nullptr && size > kArenaFloor && size <= arena->slot_size();
-}
+bool installed = false;
+// Made once by size_tls_memory(), possibly while reactors already allocate
+// (the first https:// listener added by a reload): published atomically, and
+// never deleted, since OpenSSL frees what it still holds in its own exit handler.
+std::atomic<SlotArena*> arena{nullptr};
+// While size_tls_memory() makes a throwaway SSL on this thread: the largest
+// request above the floor, which is the SSL itself.
+thread_local bool probing = false;
+thread_local size_t probed_size = 0;
 
 void* tls_malloc(size_t size, const char* /*file*/, int /*line*/) {
-    if (probing && size > kArenaFloor) probed_size = std::max(probed_size, size);
-    if (in_arena_range(size)) {
-        if (void* slot = arena->allocate()) return slot;
+    if (size > kArenaFloor) {
+        if (probing) probed_size = std::max(probed_size, size);
+        SlotArena* slots = arena.load(std::memory_order_acquire);
+        if (slots != nullptr && size <= slots->slot_size()) {
+            if (void* slot = slots->allocate()) return slot;
+        }
     }
     return std::malloc(size);
 }
 
 void tls_free(void* pointer, const char* /*file*/, int /*line*/) {
-    if (arena != nullptr && arena->owns(pointer)) {
-        arena->release(pointer);
+    SlotArena* slots = arena.load(std::memory_order_acquire);
+    if (slots != nullptr && slots->owns(pointer)) {
+        slots->release(pointer);
         return;
     }
     std::free(pointer);
@@ -53,29 +58,18 @@ void tls_free(void* pointer, const char* /*file*/, int /*line*/) {
 
 void* tls_realloc(void* pointer, size_t size, const char* file, int line) {
     if (pointer == nullptr) return tls_malloc(size, file, line);
-    if (arena == nullptr || !arena->owns(pointer)) return std::realloc(pointer, size);
+    SlotArena* slots = arena.load(std::memory_order_acquire);
+    if (slots == nullptr || !slots->owns(pointer)) return std::realloc(pointer, size);
     if (size == 0) {
-        arena->release(pointer);
+        slots->release(pointer);
         return nullptr;
     }
-    if (size <= arena->slot_size()) return pointer;
+    if (size <= slots->slot_size()) return pointer;
     void* moved = std::malloc(size);
     if (moved == nullptr) return nullptr; // the slot stays the caller's, as realloc leaves it
-    std::memcpy(moved, pointer, arena->slot_size());
-    arena->release(pointer);
+    std::memcpy(moved, pointer, slots->slot_size());
+    slots->release(pointer);
     return moved;
-}
-
-// The size OpenSSL asks for an SSL: one made from a throwaway context.
-size_t probe_ssl_size() {
-    SSL_CTX* context = SSL_CTX_new(TLS_server_method());
-    if (context == nullptr) return 0;
-    probing = true;
-    SSL* ssl = SSL_new(context);
-    probing = false;
-    SSL_free(ssl);
-    SSL_CTX_free(context);
-    return ssl != nullptr ? probed_size : 0;
 }
 
 } // namespace
@@ -83,24 +77,38 @@ size_t probe_ssl_size() {
 bool install_tls_memory() {
     // Their leak checks cannot see pointers held inside the arena's slots.
     if (kSanitizerBuild) return false;
-    static bool installed = false;
     if (installed) return true;
     if (CRYPTO_set_mem_functions(tls_malloc, tls_realloc, tls_free) == 0) return false;
     installed = true;
-    const size_t ssl_size = probe_ssl_size();
-    // No SSL above the floor (another OpenSSL version): no arena, and the
-    // functions only pass requests on to malloc. Never deleted: OpenSSL frees
-    // what it still holds in its own exit handler.
-    if (ssl_size > kArenaFloor) arena = new SlotArena(ssl_size, kArenaSlots); // NOLINT
     return true;
 }
 
+void size_tls_memory(SSL_CTX* context) {
+    if (!installed || context == nullptr) return;
+    static std::once_flag once;
+    std::call_once(once, [context] {
+        probing = true;
+        probed_size = 0;
+        SSL* ssl = SSL_new(context);
+        probing = false;
+        if (ssl == nullptr) return;
+        SSL_free(ssl);
+        // No SSL above the floor (another OpenSSL version): no arena, and the
+        // functions only pass requests on to malloc.
+        if (probed_size > kArenaFloor)
+            arena.store(new SlotArena(probed_size, kArenaSlots), // NOLINT: kept for the process
+                        std::memory_order_release);
+    });
+}
+
 size_t tls_memory_slot_size() {
-    return arena != nullptr ? arena->slot_size() : 0;
+    SlotArena* slots = arena.load(std::memory_order_acquire);
+    return slots != nullptr ? slots->slot_size() : 0;
 }
 
 size_t tls_memory_slots_in_use() {
-    return arena != nullptr ? arena->slots_in_use() : 0;
+    SlotArena* slots = arena.load(std::memory_order_acquire);
+    return slots != nullptr ? slots->slots_in_use() : 0;
 }
 
 } // namespace lepus

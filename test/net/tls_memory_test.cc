@@ -16,8 +16,8 @@ namespace {
 // In a test's body, not a helper: GTEST_SKIP() returns from the function it is in.
 #define INSTALL_OR_SKIP()                                                                          \
     do {                                                                                           \
-        if (!install_tls_memory()) GTEST_SKIP() << "not installed (a sanitizer build)";            \
-        ASSERT_GT(tls_memory_slot_size(), 7u * 1024) << "OpenSSL's SSL is no longer that big";     \
+        if (!install_tls_memory())                                                                 \
+            GTEST_SKIP() << "not installed (a sanitizer build, or OpenSSL ran)";                   \
     } while (false)
 
 // A server context with a self-signed P-256 certificate made here, in memory.
@@ -32,6 +32,8 @@ SSL_CTX* server_context() {
 TEST(TlsMemory, EachSslTakesOneSlotUntilFreedAndAHandshakeWorks) {
     INSTALL_OR_SKIP();
     SSL_CTX* server_ctx = server_context();
+    size_tls_memory(server_ctx); // as build_tls_context does
+    ASSERT_GT(tls_memory_slot_size(), 7u * 1024) << "OpenSSL's SSL is no longer that big";
     SSL_CTX* client_ctx = SSL_CTX_new(TLS_client_method());
     const size_t before = tls_memory_slots_in_use();
     SSL* server = SSL_new(server_ctx);
@@ -77,7 +79,11 @@ TEST(TlsMemory, EachSslTakesOneSlotUntilFreedAndAHandshakeWorks) {
 
 TEST(TlsMemory, ASlotReallocatedStaysOrMovesWithItsBytes) {
     INSTALL_OR_SKIP();
+    SSL_CTX* context = server_context();
+    size_tls_memory(context);
+    SSL_CTX_free(context);
     const size_t slot = tls_memory_slot_size();
+    ASSERT_GT(slot, 7u * 1024);
     const size_t before = tls_memory_slots_in_use();
     auto* bytes = static_cast<char*>(OPENSSL_malloc(slot - 8));
     ASSERT_NE(bytes, nullptr);
@@ -107,6 +113,17 @@ TEST(TlsMemory, RefusedOnceOpenSslHasAllocated) {
     OPENSSL_free(OPENSSL_malloc(64));
     EXPECT_FALSE(install_tls_memory());
     EXPECT_EQ(tls_memory_slot_size(), 0u);
+}
+
+// A server without TLS starts no OpenSSL and reserves no arena.
+TEST(TlsMemory, NothingIsReservedBeforeATlsContext) {
+    if (tls_memory_slot_size() != 0) GTEST_SKIP() << "sized by an earlier test of this process";
+    INSTALL_OR_SKIP();
+    EXPECT_EQ(tls_memory_slot_size(), 0u);
+    void* large = OPENSSL_malloc(7700); // served by malloc: there is no arena yet
+    ASSERT_NE(large, nullptr);
+    EXPECT_EQ(tls_memory_slots_in_use(), 0u);
+    OPENSSL_free(large);
 }
 
 } // namespace
